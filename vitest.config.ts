@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+import { SummaryReporter } from './test/support/summary-reporter.ts';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    reporters: ['default', new SummaryReporter()],
+    testTimeout: 20_000,
+    hookTimeout: 20_000,
+    // Tests start real servers on 127.0.0.1 only; a test that leaks one would hang the run.
+    teardownTimeout: 5_000,
+  },
+});
