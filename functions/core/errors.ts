@@ -1,0 +1,204 @@
+/**
+ * Errors of the Mautic client. Each names the method, the URL path (never the query, the
+ * host's credentials, a token or a secret) and the HTTP status when there was one, and keeps
+ * the low-level failure in `cause`. `retryable` tells a caller whether the same call may work
+ * later; the subclasses carry what a caller needs to decide how.
+ */
+export class MauticError extends Error {
+  override name = 'MauticError';
+  readonly method: string;
+  readonly path: string;
+  /** HTTP status of the answer, when there was one. */
+  readonly status: number | undefined;
+  readonly retryable: boolean;
+
+  constructor(
+    message: string,
+    details: { method: string; path: string; status?: number | undefined; retryable: boolean },
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.method = details.method;
+    this.path = details.path;
+    this.status = details.status;
+    this.retryable = details.retryable;
+  }
+}
+
+/** Why the token endpoint refused a grant. */
+export type TokenErrorReason =
+  /** Unknown client id, wrong or missing secret. */
+  | 'invalid_client'
+  /** Refresh token or authorization code unknown, already used, expired or of another client. */
+  | 'invalid_grant'
+  /** The grant type is not allowed for this client (client_credentials on a non-admin credential). */
+  | 'unauthorized_client'
+  | 'other';
+
+/** The token endpoint answered a grant with an error (Mautic answers 400 for all of them). */
+export class MauticTokenError extends MauticError {
+  override name = 'MauticTokenError';
+  readonly reason: TokenErrorReason;
+  /** Mautic's own error type, e.g. `invalid_grant`, `invalid_request`, `api_disabled`. */
+  readonly mauticType: string | undefined;
+
+  constructor(
+    details: {
+      method: string;
+      path: string;
+      status: number;
+      reason: TokenErrorReason;
+      mauticType: string | undefined;
+      mauticMessage: string | undefined;
+    },
+    options?: ErrorOptions,
+  ) {
+    const what = [details.mauticType, details.mauticMessage].filter(Boolean).join(': ');
+    super(
+      `${details.method} ${details.path} failed with status ${details.status}${what ? ` (${what})` : ''}`,
+      { ...details, retryable: false },
+      options,
+    );
+    this.reason = details.reason;
+    this.mauticType = details.mauticType;
+  }
+}
+
+/** Why an API call was refused with 401. */
+export type AuthErrorReason =
+  /** The access token is unknown to Mautic (`invalid_grant`, "…is invalid."). */
+  | 'token_invalid'
+  /** The access token has expired (`invalid_grant`, "…has expired."). */
+  | 'token_expired'
+  /** No usable token reached Mautic (`access_denied`, "API authorization denied."). */
+  | 'access_denied';
+
+/** An API call answered 401. A fresh token may fix it, so it is retryable. */
+export class MauticAuthError extends MauticError {
+  override name = 'MauticAuthError';
+  readonly reason: AuthErrorReason;
+
+  constructor(
+    details: { method: string; path: string; reason: AuthErrorReason },
+    options?: ErrorOptions,
+  ) {
+    super(
+      `${details.method} ${details.path} failed with status 401 (${details.reason})`,
+      { ...details, status: 401, retryable: true },
+      options,
+    );
+    this.reason = details.reason;
+  }
+}
+
+/** Mautic's rate limiter answered 429. */
+export class MauticRateLimitError extends MauticError {
+  override name = 'MauticRateLimitError';
+  /** When the window resets (epoch ms), from `X-RateLimit-Reset`; Mautic sends no `Retry-After`. */
+  readonly resetAt: number | undefined;
+  /** Calls allowed per window, from `X-RateLimit-Limit`. */
+  readonly limit: number | undefined;
+
+  constructor(
+    details: {
+      method: string;
+      path: string;
+      resetAt: number | undefined;
+      limit: number | undefined;
+    },
+    options?: ErrorOptions,
+  ) {
+    const reset =
+      details.resetAt === undefined ? '' : `; resets at ${new Date(details.resetAt).toISOString()}`;
+    super(
+      `${details.method} ${details.path} failed with status 429 (rate limited${reset})`,
+      { ...details, status: 429, retryable: true },
+      options,
+    );
+    this.resetAt = details.resetAt;
+    this.limit = details.limit;
+  }
+}
+
+/** More items than `api_batch_max_limit`: Mautic answers HTTP 500 "A max of N entities…". */
+export class MauticBatchLimitError extends MauticError {
+  override name = 'MauticBatchLimitError';
+  /** The largest batch this Mautic accepts. */
+  readonly limit: number;
+
+  constructor(details: { method: string; path: string; limit: number }, options?: ErrorOptions) {
+    super(
+      `${details.method} ${details.path} failed with status 500 (at most ${details.limit} items per call)`,
+      { ...details, status: 500, retryable: true },
+      options,
+    );
+    this.limit = details.limit;
+  }
+}
+
+/** What kind of transient failure happened. */
+export type TransientErrorKind =
+  /** Mautic or a proxy answered 5xx (or 408). */
+  | 'server'
+  /** The connection failed or dropped before a whole answer arrived. */
+  | 'network'
+  /** The call's own timeout elapsed. */
+  | 'timeout'
+  /** The caller's signal aborted the call (e.g. the Lambda deadline). */
+  | 'aborted';
+
+/** A failure that the same call may not meet again: retry later. */
+export class MauticTransientError extends MauticError {
+  override name = 'MauticTransientError';
+  readonly kind: TransientErrorKind;
+
+  constructor(
+    details: { method: string; path: string; kind: TransientErrorKind; status?: number },
+    options?: ErrorOptions,
+  ) {
+    const status = details.status === undefined ? '' : ` with status ${details.status}`;
+    super(
+      `${details.method} ${details.path} failed${status} (${details.kind})`,
+      { ...details, retryable: true },
+      options,
+    );
+    this.kind = details.kind;
+  }
+}
+
+/** The whole call was refused for good (403, 404, other 4xx, a redirect): retrying cannot help. */
+export class MauticPermanentError extends MauticError {
+  override name = 'MauticPermanentError';
+  /** Mautic's message, when the body carried one. */
+  readonly mauticMessage: string | undefined;
+
+  constructor(
+    details: { method: string; path: string; status: number; mauticMessage: string | undefined },
+    options?: ErrorOptions,
+  ) {
+    const what = details.mauticMessage ? ` (${details.mauticMessage})` : '';
+    super(
+      `${details.method} ${details.path} failed with status ${details.status}${what}`,
+      { ...details, retryable: false },
+      options,
+    );
+    this.mauticMessage = details.mauticMessage;
+  }
+}
+
+/** The answer was not JSON, not of the expected shape, or too large. */
+export class MauticResponseError extends MauticError {
+  override name = 'MauticResponseError';
+
+  constructor(
+    problem: string,
+    details: { method: string; path: string; status: number; retryable: boolean },
+    options?: ErrorOptions,
+  ) {
+    super(
+      `${details.method} ${details.path} answered ${details.status} with ${problem}`,
+      details,
+      options,
+    );
+  }
+}
