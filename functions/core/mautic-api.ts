@@ -1,4 +1,5 @@
 import { MauticResponseError } from './errors.ts';
+import { ENTITY_PATTERN } from './events.ts';
 import {
   apiErrorFor,
   createMauticHttp,
@@ -42,8 +43,6 @@ export interface RecordPage {
    */
   records: Array<Record<string, unknown> & { id: number }>;
 }
-
-const ENTITY = /^[a-z][a-zA-Z]{1,63}$/;
 
 /** Entities whose response key is not their path name (reference §7). */
 const RESPONSE_KEYS: Readonly<Record<string, string>> = {
@@ -282,7 +281,7 @@ function toId(value: unknown): number | undefined {
 }
 
 function checkEntity(entity: string): string {
-  if (!ENTITY.test(entity))
+  if (!ENTITY_PATTERN.test(entity))
     throw new TypeError('Expected `entity` to match /^[a-z][a-zA-Z]{1,63}$/.');
   return entity;
 }
