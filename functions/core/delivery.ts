@@ -4,6 +4,7 @@ import {
   MauticBatchLimitError,
   MauticError,
   MauticRateLimitError,
+  MauticResponseError,
   MauticTransientError,
 } from './errors.ts';
 import type { ItemResult } from './mautic-api.ts';
@@ -208,8 +209,9 @@ class DeliveryRun {
             message: error.message,
           });
         }
-        const reason =
-          error instanceof MauticTransientError ? `mautic_${error.kind}` : 'unexpected_error';
+        let reason = 'unexpected_error';
+        if (error instanceof MauticTransientError) reason = `mautic_${error.kind}`;
+        else if (error instanceof MauticResponseError) reason = 'mautic_bad_response';
         if (!(error instanceof MauticError)) {
           this.#deps.logger.error('Unexpected error delivering to Mautic', {
             error: describe(error),

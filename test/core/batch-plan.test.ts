@@ -184,7 +184,8 @@ describe('planBatches properties', () => {
         for (const chunk of planBatches(incomingEvents, batchSize)) {
           for (const item of chunk.items) {
             expect(item.messageIds).toEqual(item.messageIds.slice().sort());
-            const last: QueuedEvent | undefined = incomingEvents[Number(item.messageIds.at(-1))]?.event;
+            const last: QueuedEvent | undefined =
+              incomingEvents[Number(item.messageIds.at(-1))]?.event;
             if (chunk.action !== 'delete') expect(item.payload.n).toBe(last?.data?.n);
             if (chunk.action === 'edit') expect(item.payload.id).toBe(item.id);
           }

@@ -1,0 +1,368 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type Chunk, planBatches } from '../../functions/core/batch-plan.ts';
+import {
+  DEFAULT_DELIVERY_OPTIONS,
+  type DeliveryDeps,
+  deliverChunks,
+  type MessageOutcome,
+} from '../../functions/core/delivery.ts';
+import type { QueuedEvent } from '../../functions/core/events.ts';
+import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+
+const START = Date.parse('2026-11-21T00:00:00Z');
+const json = { 'content-type': 'application/json' };
+let now = START;
+let sim: MauticSimulator;
+let deps: DeliveryDeps;
+let sleeps: number[];
+let tokenReads: Array<{ fresh: boolean }>;
+let refreshes: string[];
+let logs: Array<{ level: string; message: string; extra: unknown }>;
+let metrics: Array<[string, string, number]>;
+let currentToken: string;
+let nextId = 0;
+
+function plan(
+  events: Array<Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>>,
+  batchSize = 200,
+): Chunk[] {
+  return planBatches(
+    events.map((event) => {
+      nextId++;
+      return {
+        messageId: `m${nextId}`,
+        event: {
+          v: 1,
+          eventId: `e${nextId}`,
+          receivedAt: '2026-11-21T00:00:00.000Z',
+          sender: 't',
+          ...event,
+        },
+      };
+    }),
+    batchSize,
+  );
+}
+
+const creates = (count: number, prefix = 'u') =>
+  Array.from({ length: count }, (_, i) => ({
+    entity: 'contacts',
+    action: 'create' as const,
+    data: { email: `${prefix}${i}@example.com` },
+  }));
+
+const ids = (chunks: Chunk[]) => chunks.flatMap((c) => c.items.flatMap((item) => item.messageIds));
+const kinds = (outcomes: Map<string, MessageOutcome>) => [...outcomes.values()].map((o) => o.kind);
+const apiCalls = () => sim.requests.filter((r) => r.path.startsWith('/api/'));
+
+async function restart(options: Parameters<typeof startMauticSimulator>[0] = {}): Promise<void> {
+  await sim?.close();
+  sim = await startMauticSimulator({ now: () => now, ...options });
+  currentToken = sim.issueToken().accessToken;
+  deps = {
+    api: new MauticApiClient({ baseUrl: sim.url, fetch }),
+    tokens: {
+      accessToken: async (options) => {
+        tokenReads.push({ fresh: options?.fresh ?? false });
+        return currentToken;
+      },
+    },
+    refresher: {
+      requestRefresh: async (reason) => {
+        refreshes.push(reason);
+      },
+    },
+    logger: {
+      info: (message, ...extra) => logs.push({ level: 'info', message, extra }),
+      warn: (message, ...extra) => logs.push({ level: 'warn', message, extra }),
+      error: (message, ...extra) => logs.push({ level: 'error', message, extra }),
+    },
+    metrics: { addMetric: (name, unit, value) => metrics.push([name, unit, value]) },
+    clock: { now: () => now },
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      now += ms;
+    },
+    random: () => 0.5,
+    learnedLimit: { value: undefined },
+  };
+}
+
+beforeEach(async () => {
+  now = START;
+  sleeps = [];
+  tokenReads = [];
+  refreshes = [];
+  logs = [];
+  metrics = [];
+  await restart();
+});
+
+afterEach(async () => {
+  await sim.close();
+});
+
+const deadline = () => now + 60_000;
+
+describe('deliverChunks', () => {
+  it('delivers 450 creates in 3 calls and logs one line per call with ids, never contents', async () => {
+    const chunks = plan(creates(450));
+
+    const outcomes = await deliverChunks(chunks, deadline(), deps);
+
+    expect(outcomes.size).toBe(450);
+    expect(kinds(outcomes).every((k) => k === 'delivered')).toBe(true);
+    expect(apiCalls()).toHaveLength(3);
+    const lines = logs.filter((l) => l.message === 'Mautic call');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]?.extra).toEqual([
+      expect.objectContaining({
+        entity: 'contacts',
+        action: 'create',
+        items: 200,
+        statuses: { 201: 200 },
+      }),
+    ]);
+    expect(JSON.stringify(logs)).not.toContain('@example.com');
+    expect(JSON.stringify(logs)).not.toContain(currentToken);
+    expect(metrics.filter(([name]) => name === 'MauticCalls')).toHaveLength(3);
+    expect(metrics.filter(([name]) => name === 'BatchFill').map(([, , v]) => v)).toEqual([
+      100, 100, 25,
+    ]);
+  });
+
+  it('rejects invalid items for good, gives coalesced messages one outcome, and retries other item statuses', async () => {
+    const { id } = sim.seed('contacts', { email: 'known@example.com' });
+    const chunks = plan([
+      { entity: 'contacts', action: 'create', data: { email: 'ok@example.com' } },
+      { entity: 'contacts', action: 'create', data: { email: 'bad^x@example.com' } },
+      { entity: 'contacts', action: 'create', data: { email: 'OK@example.com', city: 'Oslo' } },
+      { entity: 'contacts', action: 'edit', id, data: { firstname: 'K' } },
+      { entity: 'contacts', action: 'edit', id: 9999, data: { firstname: 'Nobody' } },
+      { entity: 'contacts', action: 'delete', id: 8888 },
+    ]);
+    const [ok, bad, okAgain, edit, unknownEdit, del] = ids(chunks).sort(
+      (a, b) => Number(a.slice(1)) - Number(b.slice(1)),
+    );
+
+    const outcomes = await deliverChunks(chunks, deadline(), deps);
+
+    expect(outcomes.get(ok ?? '')).toMatchObject({ kind: 'delivered', status: 201 });
+    expect(outcomes.get(okAgain ?? '')).toBe(outcomes.get(ok ?? ''));
+    expect(outcomes.get(bad ?? '')).toMatchObject({
+      kind: 'rejected',
+      reason: 'mautic_rejected_item',
+      status: 400,
+    });
+    expect(outcomes.get(edit ?? '')).toEqual({ kind: 'delivered', status: 200, id });
+    expect(outcomes.get(unknownEdit ?? '')).toMatchObject({
+      kind: 'rejected',
+      status: 404,
+      message: 'Item was not found.',
+    });
+    expect(outcomes.get(del ?? '')).toEqual({ kind: 'delivered', status: 404, id: 8888 });
+    expect(
+      sim.records('contacts').find((r) => String(r.email).toLowerCase() === 'ok@example.com'),
+    ).toMatchObject({
+      city: 'Oslo',
+    });
+  });
+
+  it('retries an item whose per-item status is not a permanent one', async () => {
+    sim.inject(
+      { path: '/api/contacts/batch/new' },
+      {
+        status: 201,
+        headers: json,
+        body: JSON.stringify({
+          contacts: { 0: { id: 1 } },
+          statusCodes: [201, 500],
+          errors: { 1: { message: 'Deadlock', code: 500 } },
+        }),
+      },
+    );
+
+    const outcomes = await deliverChunks(plan(creates(2)), deadline(), deps);
+
+    expect([...outcomes.values()].map((o) => o.kind).sort()).toEqual(['delivered', 'retry']);
+    expect([...outcomes.values()].find((o) => o.kind === 'retry')).toEqual({
+      kind: 'retry',
+      reason: 'mautic_item_500',
+    });
+  });
+
+  it('backs off with full jitter through a short 5xx storm and delivers', async () => {
+    sim.inject({ path: '/api/contacts/batch/new' }, { status: 503, body: 'busy' }, 2);
+
+    const outcomes = await deliverChunks(plan(creates(3)), deadline(), deps);
+
+    expect(kinds(outcomes)).toEqual(['delivered', 'delivered', 'delivered']);
+    expect(sleeps).toEqual([100, 200]);
+    expect(apiCalls()).toHaveLength(3);
+  });
+
+  it('leaves the items to the queue after maxAttempts, or when no time is left to back off', async () => {
+    sim.inject({ path: '/api/contacts/batch/new' }, { status: 500, body: '' }, 10);
+
+    const exhausted = await deliverChunks(plan(creates(2)), deadline(), deps);
+    sleeps = [];
+    const rushed = await deliverChunks(
+      plan(creates(2, 'r')),
+      now + DEFAULT_DELIVERY_OPTIONS.deadlineMarginMs + 50,
+      deps,
+    );
+
+    expect([...exhausted.values()]).toEqual([
+      { kind: 'retry', reason: 'mautic_server' },
+      { kind: 'retry', reason: 'mautic_server' },
+    ]);
+    expect(apiCalls()).toHaveLength(4);
+    expect(sleeps).toEqual([]);
+    expect(kinds(rushed)).toEqual(['retry', 'retry']);
+  });
+
+  it('makes no call when the deadline margin is already reached', async () => {
+    const outcomes = await deliverChunks(plan(creates(2)), now + 1000, deps);
+
+    expect([...outcomes.values()]).toEqual([
+      { kind: 'retry', reason: 'deadline' },
+      { kind: 'retry', reason: 'deadline' },
+    ]);
+    expect(apiCalls()).toHaveLength(0);
+  });
+
+  it('re-reads the token bypassing the cache after a 401 and delivers with the fresh one', async () => {
+    const stale = currentToken;
+    sim.expireAccessTokens();
+    deps.tokens = {
+      accessToken: async (options) => {
+        tokenReads.push({ fresh: options?.fresh ?? false });
+        return options?.fresh ? currentToken : stale;
+      },
+    };
+    currentToken = sim.issueToken().accessToken;
+
+    const outcomes = await deliverChunks(plan(creates(2)), deadline(), deps);
+
+    expect(kinds(outcomes)).toEqual(['delivered', 'delivered']);
+    expect(tokenReads).toEqual([{ fresh: false }, { fresh: true }]);
+    expect(refreshes).toEqual([]);
+  });
+
+  it('asks the refresher once and leaves the items to the queue when the fresh token fails too', async () => {
+    sim.expireAccessTokens();
+
+    const outcomes = await deliverChunks(
+      plan([...creates(2), { entity: 'companies', action: 'create', data: { companyname: 'A' } }]),
+      deadline(),
+      deps,
+    );
+
+    expect([...outcomes.values()]).toEqual(
+      Array(3).fill({ kind: 'retry', reason: 'unauthorized_token_expired' }),
+    );
+    expect(refreshes).toEqual(['mautic_token_expired']);
+  });
+
+  it('asks for a refresh when the token cannot be read at all', async () => {
+    deps.tokens = {
+      accessToken: async () => {
+        throw new Error('secret not found');
+      },
+    };
+
+    const outcomes = await deliverChunks(plan(creates(1)), deadline(), deps);
+
+    expect([...outcomes.values()]).toEqual([{ kind: 'retry', reason: 'token_unavailable' }]);
+    expect(refreshes).toEqual(['token_unavailable']);
+    expect(apiCalls()).toHaveLength(0);
+  });
+
+  it('stops calling Mautic after a 429 and delays what is left until the window resets', async () => {
+    await restart({ rateLimit: { limit: 1, windowSeconds: 600 } });
+    const chunks = plan([
+      ...creates(250),
+      { entity: 'companies', action: 'create', data: { companyname: 'A' } },
+    ]);
+
+    const outcomes = await deliverChunks(
+      chunks,
+      deadline(),
+      { ...deps },
+      { ...DEFAULT_DELIVERY_OPTIONS, concurrency: 1 },
+    );
+
+    const resetAt = (Math.floor(START / 1000) + 600) * 1000;
+    expect(kinds(outcomes).filter((k) => k === 'delivered')).toHaveLength(200);
+    expect([...outcomes.values()].filter((o) => o.kind === 'retry')).toEqual(
+      Array(51).fill({ kind: 'retry', reason: 'rate_limited', notBefore: resetAt }),
+    );
+    expect(apiCalls().map((r) => r.status)).toEqual([201, 429]);
+  });
+
+  it('halves to the batch limit Mautic states, delivers everything, and remembers the limit', async () => {
+    await restart({ batchMaxLimit: 50 });
+
+    const first = await deliverChunks(plan(creates(120)), deadline(), deps);
+    const callsBefore = apiCalls().length;
+    const second = await deliverChunks(plan(creates(120, 'second')), deadline(), deps);
+
+    expect(kinds(first).every((k) => k === 'delivered')).toBe(true);
+    expect(kinds(second).every((k) => k === 'delivered')).toBe(true);
+    expect(deps.learnedLimit.value).toBe(50);
+    expect(
+      apiCalls()
+        .slice(0, callsBefore)
+        .map((r) => r.status),
+    ).toEqual([500, 201, 201, 201]);
+    expect(
+      apiCalls()
+        .slice(callsBefore)
+        .map((r) => r.items),
+    ).toEqual([50, 50, 20]);
+    expect(sim.records('contacts')).toHaveLength(240);
+  });
+
+  it('dead-letters every item of a call Mautic refuses as a whole (403)', async () => {
+    sim.inject(
+      { path: '/api/contacts/batch/new' },
+      {
+        status: 403,
+        headers: json,
+        body: '{"errors":[{"code":403,"message":"You do not have access to the requested area/action.","details":[]}]}',
+      },
+    );
+
+    const outcomes = await deliverChunks(plan(creates(2)), deadline(), deps);
+
+    expect([...outcomes.values()][0]).toEqual({
+      kind: 'rejected',
+      reason: 'mautic_refused_call',
+      status: 403,
+      message:
+        'POST /api/contacts/batch/new failed with status 403 (You do not have access to the requested area/action.)',
+    });
+  });
+
+  it('retries an answer of an unexpected shape, and stops at an aborted signal', async () => {
+    sim.inject(
+      { path: '/api/contacts/batch/new' },
+      { status: 201, headers: json, body: '<html>' },
+      3,
+    );
+    const garbled = await deliverChunks(plan(creates(1)), deadline(), deps);
+    const controller = new AbortController();
+    controller.abort();
+    const aborted = await deliverChunks(
+      plan(creates(1, 'a')),
+      deadline(),
+      deps,
+      DEFAULT_DELIVERY_OPTIONS,
+      controller.signal,
+    );
+
+    expect([...garbled.values()]).toEqual([{ kind: 'retry', reason: 'mautic_bad_response' }]);
+    expect([...aborted.values()]).toEqual([{ kind: 'retry', reason: 'deadline' }]);
+  });
+});
