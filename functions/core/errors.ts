@@ -202,3 +202,8 @@ export class MauticResponseError extends MauticError {
     );
   }
 }
+
+/** The access token could not be had: the secret is missing, unreadable, malformed or expired. */
+export class TokenUnavailableError extends Error {
+  override name = 'TokenUnavailableError';
+}

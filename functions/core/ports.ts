@@ -30,7 +30,7 @@ export interface RefreshRequester {
 export interface Logger {
   info(message: string, ...extra: Array<Record<string, unknown>>): void;
   warn(message: string, ...extra: Array<Record<string, unknown>>): void;
-  error(message: string, ...extra: Array<Record<string, unknown> | Error>): void;
+  error(message: string, ...extra: Array<Record<string, unknown>>): void;
 }
 
 export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent';
@@ -38,4 +38,37 @@ export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent';
 /** Metrics; Powertools' Metrics fits. */
 export interface MetricsSink {
   addMetric(name: string, unit: MetricUnit, value: number): void;
+}
+
+/** The parts of a received SQS message that delivery hands on (Lambda's SQSRecord fits). */
+export interface QueuedMessage {
+  messageId: string;
+  receiptHandle: string;
+  body: string;
+  attributes: {
+    ApproximateFirstReceiveTimestamp?: string | undefined;
+    ApproximateReceiveCount?: string | undefined;
+  };
+  messageAttributes: Record<
+    string,
+    { dataType: string; stringValue?: string | undefined; binaryValue?: string | undefined }
+  >;
+}
+
+/** A message refused for good, and why. */
+export interface DeadLetter {
+  message: QueuedMessage;
+  reason: string;
+  detail: string;
+  status?: number;
+  entity?: string;
+  action?: string;
+}
+
+/** The queues the batch function writes to itself. */
+export interface DeliveryQueues {
+  /** Sends each letter to the dead-letter queue; resolves the message ids that could not be sent. */
+  deadLetter(letters: ReadonlyArray<DeadLetter>): Promise<string[]>;
+  /** Hides the messages for `seconds` more; resolves the message ids whose delay failed. */
+  delay(messages: ReadonlyArray<QueuedMessage>, seconds: number): Promise<string[]>;
 }

@@ -1,0 +1,139 @@
+import {
+  ChangeMessageVisibilityBatchCommand,
+  SendMessageBatchCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
+import type { DeadLetter, QueuedMessage } from '../../functions/core/ports.ts';
+
+const sqs = mockClient(SQSClient);
+const queues = () =>
+  new SqsDeliveryQueues(new SQSClient({ region: 'eu-west-1' }), {
+    eventsQueueUrl: 'https://q/events',
+    deadLetterQueueUrl: 'https://q/dlq',
+  });
+const message = (
+  n: number,
+  attributes: QueuedMessage['messageAttributes'] = {},
+): QueuedMessage => ({
+  messageId: `msg-${n}`,
+  receiptHandle: `rh-${n}`,
+  body: `{"n":${n}}`,
+  attributes: {
+    ApproximateFirstReceiveTimestamp: String(Date.parse('2026-11-21T00:00:00Z')),
+    ApproximateReceiveCount: '1',
+  },
+  messageAttributes: attributes,
+});
+const letter = (n: number, extra: Partial<DeadLetter> = {}): DeadLetter => ({
+  message: message(n),
+  reason: 'mautic_rejected_item',
+  detail: 'email: x is invalid.',
+  status: 400,
+  entity: 'contacts',
+  action: 'create',
+  ...extra,
+});
+
+afterEach(() => {
+  sqs.reset();
+});
+
+describe('SqsDeliveryQueues.deadLetter', () => {
+  it('sends the original body and attributes with the reason, in batches of 10', async () => {
+    sqs.on(SendMessageBatchCommand).resolves({ Successful: [], Failed: [] });
+    const first = letter(0);
+    first.message = message(0, {
+      source: { dataType: 'String', stringValue: 'crm' },
+      blob: { dataType: 'Binary', binaryValue: 'AAE=' },
+    });
+
+    const failed = await queues().deadLetter([
+      first,
+      ...Array.from({ length: 11 }, (_, i) => letter(i + 1)),
+    ]);
+
+    expect(failed).toEqual([]);
+    const calls = sqs.commandCalls(SendMessageBatchCommand);
+    expect(calls.map((call) => call.args[0].input.Entries?.length)).toEqual([10, 2]);
+    const entry = calls[0]?.args[0].input.Entries?.[0];
+    expect(calls[0]?.args[0].input.QueueUrl).toBe('https://q/dlq');
+    expect(entry?.MessageBody).toBe('{"n":0}');
+    expect(entry?.MessageAttributes).toEqual({
+      source: { DataType: 'String', StringValue: 'crm' },
+      blob: { DataType: 'Binary', BinaryValue: Buffer.from([0, 1]) },
+      'relay.reason': { DataType: 'String', StringValue: 'mautic_rejected_item' },
+      'relay.detail': { DataType: 'String', StringValue: 'email: x is invalid.' },
+      'relay.status': { DataType: 'Number', StringValue: '400' },
+      'relay.entity': { DataType: 'String', StringValue: 'contacts' },
+      'relay.action': { DataType: 'String', StringValue: 'create' },
+      'relay.firstReceivedAt': { DataType: 'String', StringValue: '2026-11-21T00:00:00.000Z' },
+    });
+  });
+
+  it("keeps at most 10 attributes, the relay's own always among them", async () => {
+    sqs.on(SendMessageBatchCommand).resolves({ Failed: [] });
+    const many = letter(0);
+    many.message = message(
+      0,
+      Object.fromEntries(
+        Array.from({ length: 9 }, (_, i) => [`a${i}`, { dataType: 'String', stringValue: 'v' }]),
+      ),
+    );
+
+    await queues().deadLetter([many]);
+
+    const attributes =
+      sqs.commandCalls(SendMessageBatchCommand)[0]?.args[0].input.Entries?.[0]?.MessageAttributes ??
+      {};
+    expect(Object.keys(attributes)).toHaveLength(10);
+    expect(attributes).toHaveProperty('relay.reason');
+    expect(attributes).toHaveProperty('relay.firstReceivedAt');
+  });
+
+  it('retries failed entries once and reports those that failed twice', async () => {
+    sqs
+      .on(SendMessageBatchCommand)
+      .resolvesOnce({
+        Failed: [
+          { Id: '0', Code: 'InternalError', SenderFault: false },
+          { Id: '2', Code: 'InternalError', SenderFault: false },
+        ],
+      })
+      .resolvesOnce({ Failed: [{ Id: '2', Code: 'InternalError', SenderFault: false }] });
+
+    const failed = await queues().deadLetter([letter(0), letter(1), letter(2)]);
+
+    expect(failed).toEqual(['msg-2']);
+    const retried = sqs
+      .commandCalls(SendMessageBatchCommand)[1]
+      ?.args[0].input.Entries?.map((e) => e.Id);
+    expect(retried).toEqual(['0', '2']);
+  });
+
+  it('reports every message of a call that throws twice', async () => {
+    sqs.on(SendMessageBatchCommand).rejects(new Error('connection reset'));
+
+    await expect(queues().deadLetter([letter(0), letter(1)])).resolves.toEqual(['msg-0', 'msg-1']);
+    expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(2);
+  });
+});
+
+describe('SqsDeliveryQueues.delay', () => {
+  it('changes the visibility of each message on the events queue', async () => {
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({ Failed: [] });
+
+    const failed = await queues().delay([message(1), message(2)], 120);
+
+    expect(failed).toEqual([]);
+    expect(sqs.commandCalls(ChangeMessageVisibilityBatchCommand)[0]?.args[0].input).toEqual({
+      QueueUrl: 'https://q/events',
+      Entries: [
+        { Id: '0', ReceiptHandle: 'rh-1', VisibilityTimeout: 120 },
+        { Id: '1', ReceiptHandle: 'rh-2', VisibilityTimeout: 120 },
+      ],
+    });
+  });
+});

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadBatchConfig } from '../../functions/shared/config.ts';
+
+const required = {
+  MAUTIC_BASE_URL: 'https://mautic.example.com',
+  TOKEN_SECRET_ID: 'relay/dev/token',
+  EVENTS_QUEUE_URL: 'https://sqs/events',
+  DEAD_LETTER_QUEUE_URL: 'https://sqs/dlq',
+  REFRESH_FUNCTION_NAME: 'relay-dev-refresh',
+};
+
+describe('loadBatchConfig', () => {
+  it('fills the tunables with their documented defaults', () => {
+    expect(loadBatchConfig(required)).toEqual({
+      mauticBaseUrl: 'https://mautic.example.com',
+      tokenSecretId: 'relay/dev/token',
+      eventsQueueUrl: 'https://sqs/events',
+      deadLetterQueueUrl: 'https://sqs/dlq',
+      refreshFunctionName: 'relay-dev-refresh',
+      batchSize: 200,
+      deliveryConcurrency: 2,
+      mauticTimeoutMs: 10_000,
+      tokenCacheSeconds: 30,
+      maxDelaySeconds: 3600,
+    });
+  });
+
+  it('reads the tunables from the environment', () => {
+    const config = loadBatchConfig({
+      ...required,
+      BATCH_SIZE: '50',
+      DELIVERY_CONCURRENCY: '1',
+      MAX_DELAY_SECONDS: '0',
+    });
+
+    expect(config).toMatchObject({ batchSize: 50, deliveryConcurrency: 1, maxDelaySeconds: 0 });
+  });
+
+  it('names every missing or invalid variable in one error, without its value', () => {
+    const load = () =>
+      loadBatchConfig({
+        ...required,
+        TOKEN_SECRET_ID: undefined,
+        MAUTIC_BASE_URL: 'ftp://secret-host',
+        BATCH_SIZE: '201',
+        MAUTIC_TIMEOUT_MS: 'soon',
+      });
+
+    expect(load).toThrow(ConfigError);
+    expect(load).toThrow(/TOKEN_SECRET_ID is required/);
+    expect(load).toThrow(/MAUTIC_BASE_URL must be an http\(s\) URL/);
+    expect(load).toThrow(/BATCH_SIZE must be at most 200/);
+    expect(load).toThrow(/MAUTIC_TIMEOUT_MS must be a whole number/);
+    expect(load).not.toThrow(/secret-host/);
+  });
+});
