@@ -84,10 +84,12 @@ async function processBatch(
     } else if (event) retry.push(record);
   }
 
-  const notSent = await deps.queues.deadLetter(letters).catch((error: unknown) => {
-    logger.error('Could not reach the dead-letter queue', { error: String(error) });
-    return letters.map((letter) => letter.message.messageId);
-  });
+  const notSent = await deps.queues.deadLetter(letters);
+  if (notSent.length > 0) {
+    logger.error('Could not reach the dead-letter queue; those events stay on the events queue', {
+      count: notSent.length,
+    });
+  }
   for (const letter of letters) {
     if (notSent.includes(letter.message.messageId)) continue;
     logger.warn('Event dead-lettered', {
