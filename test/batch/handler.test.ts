@@ -1,0 +1,444 @@
+import { randomUUID } from 'node:crypto';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import type { Message } from '@aws-sdk/client-sqs';
+import type { Context } from 'aws-lambda';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
+import { createBatchHandler } from '../../functions/batch/handler.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
+import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import {
+  type MauticSimulator,
+  type MauticSimulatorOptions,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator.ts';
+import {
+  createQueuePair,
+  type InvokeReport,
+  SqsEventSource,
+} from '../../infra/local/sqs-event-source.ts';
+import {
+  type LocalSqs,
+  queueCounts,
+  receiveUntil,
+  sendBodies,
+  startLocalSqs,
+  uniqueQueueName,
+} from '../support/local-sqs.ts';
+
+let localSqs: LocalSqs;
+let output: string[];
+const running: Array<{ sim: MauticSimulator; source: SqsEventSource }> = [];
+
+beforeAll(async () => {
+  localSqs = await startLocalSqs();
+});
+
+afterAll(async () => {
+  await localSqs.stop();
+});
+
+afterEach(async () => {
+  for (const { sim, source } of running.splice(0)) {
+    await source.stop();
+    await sim.close();
+  }
+  vi.restoreAllMocks();
+});
+
+type EventInput = {
+  entity: string;
+  action: 'create' | 'edit' | 'delete';
+  data?: Record<string, unknown>;
+  id?: number;
+};
+
+/** Starts a simulator, a queue pair on fauxqs, the real batch handler and a poller feeding it. */
+async function startRelay(options: {
+  sim?: MauticSimulatorOptions;
+  batchSize?: number;
+  maxReceiveCount?: number;
+  deadLetterQueueUrl?: string;
+}) {
+  output = [];
+  // Powertools writes INFO and metrics to stdout, WARN and ERROR to stderr: keep both.
+  for (const stream of [process.stdout, process.stderr]) {
+    vi.spyOn(stream, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      output.push(String(chunk));
+      return true;
+    });
+  }
+  const sim = await startMauticSimulator(options.sim);
+  const { sqs } = localSqs;
+  const pair = await createQueuePair(sqs, {
+    name: uniqueQueueName('events'),
+    maxReceiveCount: options.maxReceiveCount ?? 5,
+    visibilityTimeoutSeconds: 1,
+  });
+  const tokenStore = { current: sim.issueToken().accessToken, tokensSeen: [] as string[] };
+  const refreshes: string[] = [];
+  const handler = createBatchHandler({
+    api: new MauticApiClient({ baseUrl: sim.url, fetch, timeoutMs: 2_000 }),
+    tokens: {
+      accessToken: async () => {
+        tokenStore.tokensSeen.push(tokenStore.current);
+        return tokenStore.current;
+      },
+    },
+    // Stands in for the refresher: it writes a new token that later reads see.
+    refresher: {
+      requestRefresh: async (reason) => {
+        refreshes.push(reason);
+        tokenStore.current = sim.issueToken().accessToken;
+      },
+    },
+    queues: new SqsDeliveryQueues(sqs, {
+      eventsQueueUrl: pair.queueUrl,
+      deadLetterQueueUrl: options.deadLetterQueueUrl ?? pair.deadLetterQueueUrl,
+    }),
+    logger: new Logger({ serviceName: 'batch-test' }),
+    metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'batch-test' }),
+    clock: { now: () => Date.now() },
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    random: Math.random,
+    learnedLimit: { value: undefined },
+    options: {
+      ...DEFAULT_DELIVERY_OPTIONS,
+      baseBackoffMs: 10,
+      maxBackoffMs: 50,
+      maxDelaySeconds: 30,
+      batchSize: options.batchSize ?? 200,
+    },
+  });
+  const reports: InvokeReport[] = [];
+  const source = new SqsEventSource({
+    sqs,
+    queueUrl: pair.queueUrl,
+    queueArn: pair.queueArn,
+    handler,
+    batchSize: options.batchSize ?? 200,
+    batchWindowMs: 300,
+    functionTimeoutMs: 10_000,
+    onInvoke: (report) => reports.push(report),
+  });
+  running.push({ sim, source });
+
+  const sent = new Map<string, EventInput>();
+  return {
+    sim,
+    pair,
+    reports,
+    refreshes,
+    tokenStore,
+    sent,
+    /** Queues events as ingest does: one message per event, a version 1 envelope. */
+    async send(events: EventInput[]): Promise<string[]> {
+      const bodies = events.map((event) => {
+        const eventId = randomUUID();
+        sent.set(eventId, event);
+        return JSON.stringify({
+          v: 1,
+          eventId,
+          receivedAt: new Date().toISOString(),
+          sender: 'test',
+          ...event,
+        });
+      });
+      return sendBodies(sqs, pair.queueUrl, bodies);
+    },
+    /** Polls until the events queue is empty, within a bounded time. */
+    async drain(timeoutMs = 20_000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        await source.pollOnce();
+        const { visible, inFlight } = await queueCounts(sqs, pair.queueUrl);
+        if (visible + inFlight === 0) return;
+      }
+      throw new Error('the events queue did not drain in time');
+    },
+    async deadLetters(count: number): Promise<Message[]> {
+      return receiveUntil(sqs, pair.deadLetterQueueUrl, count, { timeoutMs: 3_000 });
+    },
+  };
+}
+
+const creates = (count: number, prefix = 'c'): EventInput[] =>
+  Array.from({ length: count }, (_, i) => ({
+    entity: 'contacts',
+    action: 'create',
+    data: { email: `${prefix}${i}@example.com` },
+  }));
+const contactEmails = (sim: MauticSimulator) =>
+  new Set(sim.records('contacts').map((r) => String(r.email).toLowerCase()));
+const apiCalls = (sim: MauticSimulator) => sim.requests.filter((r) => r.path.startsWith('/api/'));
+const attribute = (message: Message, name: string) =>
+  message.MessageAttributes?.[name]?.StringValue;
+const eventIdOf = (message: Message) => {
+  try {
+    return (JSON.parse(message.Body ?? '') as { eventId?: string }).eventId;
+  } catch {
+    return `unreadable ${message.MessageId}`;
+  }
+};
+
+/**
+ * Every sent event is delivered, dead-lettered with a reason, or still queued; never lost and
+ * never two of these.
+ */
+async function expectAccountedFor(
+  relay: Awaited<ReturnType<typeof startRelay>>,
+  deadLetters: Message[],
+  delivered: (event: EventInput) => boolean,
+): Promise<void> {
+  const dead = new Set(deadLetters.map(eventIdOf));
+  const { visible, inFlight } = await queueCounts(localSqs.sqs, relay.pair.queueUrl);
+  let deliveredCount = 0;
+  let deadCount = 0;
+  for (const [eventId, event] of relay.sent) {
+    if (dead.has(eventId)) deadCount++;
+    const isDelivered = delivered(event);
+    expect(
+      isDelivered && dead.has(eventId),
+      `event ${eventId} both delivered and dead-lettered`,
+    ).toBe(false);
+    if (isDelivered) deliveredCount++;
+  }
+  expect(deliveredCount + deadCount + visible + inFlight).toBe(relay.sent.size);
+}
+
+function expectNoTokenInOutput(tokens: string[]): void {
+  const text = output.join('');
+  expect(text).toContain('Mautic call');
+  for (const token of tokens) expect(text).not.toContain(token);
+}
+
+describe('batch handler over fauxqs and the Mautic simulator', () => {
+  it('delivers 400 events in 2 Mautic calls of 200 and acknowledges them all', async () => {
+    const relay = await startRelay({});
+    await relay.send(creates(400));
+
+    await relay.drain();
+
+    expect(apiCalls(relay.sim).map((r) => [r.path, r.status, r.items])).toEqual([
+      ['/api/contacts/batch/new', 201, 200],
+      ['/api/contacts/batch/new', 201, 200],
+    ]);
+    expect(contactEmails(relay.sim).size).toBe(400);
+    expect(relay.reports.flatMap((r) => r.failed)).toEqual([]);
+    await expectAccountedFor(relay, [], (e) => contactEmails(relay.sim).has(String(e.data?.email)));
+    expectNoTokenInOutput(relay.tokenStore.tokensSeen);
+    expect(output.join('')).toContain('"EventsDelivered"');
+  });
+
+  it('dead-letters per-item rejects and unreadable messages with a reason, and delivers the rest', async () => {
+    const relay = await startRelay({});
+    await relay.send([
+      ...creates(5),
+      { entity: 'segments', action: 'create', data: { name: '' } },
+      { entity: 'contacts', action: 'edit', id: 987654, data: { firstname: 'Nobody' } },
+      { entity: 'segments', action: 'create', data: { name: 'VIP' } },
+    ]);
+    await sendBodies(localSqs.sqs, relay.pair.queueUrl, [
+      'not json',
+      JSON.stringify({ v: 1, entity: 'contacts' }),
+    ]);
+
+    await relay.drain();
+    const dead = await relay.deadLetters(4);
+
+    const reasons = dead
+      .map((m) => [attribute(m, 'relay.reason'), attribute(m, 'relay.status') ?? null])
+      .sort();
+    expect(reasons).toEqual([
+      ['invalid_event', null],
+      ['invalid_event', null],
+      ['mautic_rejected_item', '400'],
+      ['mautic_rejected_item', '404'],
+    ]);
+    const segment = dead.find((m) => attribute(m, 'relay.status') === '400');
+    expect(attribute(segment ?? {}, 'relay.detail')).toBe('name: A value is required.');
+    expect(attribute(segment ?? {}, 'relay.entity')).toBe('segments');
+    expect(attribute(segment ?? {}, 'relay.firstReceivedAt')).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(dead.map((m) => m.Body)).toContain('not json');
+    expect(relay.sim.records('segments').map((r) => r.name)).toEqual(['VIP']);
+    expect(contactEmails(relay.sim).size).toBe(5);
+    // Dead-lettered by the function: acknowledged at once, no retries burnt.
+    expect(relay.reports.flatMap((r) => r.failed)).toEqual([]);
+    await expectAccountedFor(relay, dead, (e) =>
+      e.entity === 'contacts'
+        ? contactEmails(relay.sim).has(String(e.data?.email))
+        : e.data?.name === 'VIP',
+    );
+  });
+
+  it('coalesces duplicates into one item each and delivers them in one call', async () => {
+    const relay = await startRelay({});
+    const events = Array.from({ length: 50 }, (_, i) => ({
+      entity: 'contacts',
+      action: 'create' as const,
+      data: { email: `Dup${i % 10}@Example.com`, seq: i },
+    }));
+    await relay.send(events);
+
+    await relay.drain();
+
+    expect(apiCalls(relay.sim).map((r) => r.items)).toEqual([10]);
+    expect(relay.sim.records('contacts')).toHaveLength(10);
+    expect(
+      relay.sim
+        .records('contacts')
+        .map((r) => r.seq)
+        .sort((a, b) => Number(a) - Number(b)),
+    ).toEqual([40, 41, 42, 43, 44, 45, 46, 47, 48, 49]);
+  });
+
+  it('rides out a 5xx storm: retried inside the invocation, then through the queue, then delivered', async () => {
+    const relay = await startRelay({});
+    relay.sim.inject(
+      { path: '/api/contacts/batch/new' },
+      { status: 503, body: '<html>busy</html>' },
+      5,
+    );
+    await relay.send(creates(30));
+
+    await relay.drain();
+
+    expect(apiCalls(relay.sim).map((r) => r.status)).toEqual([503, 503, 503, 503, 503, 201]);
+    expect(relay.reports[0]?.failed).toHaveLength(30);
+    expect(contactEmails(relay.sim).size).toBe(30);
+    await expectAccountedFor(relay, [], (e) => contactEmails(relay.sim).has(String(e.data?.email)));
+  });
+
+  it('stops at a 429 and holds the rest back until the rate-limit window resets', async () => {
+    const relay = await startRelay({ sim: { rateLimit: { limit: 1, windowSeconds: 3 } } });
+    await relay.send(creates(250));
+
+    await relay.drain();
+
+    const calls = apiCalls(relay.sim);
+    expect(calls.map((r) => r.status)).toEqual([201, 429, 201]);
+    const resetAt = (Math.floor((calls[0]?.at ?? 0) / 1000) + 3) * 1000;
+    expect(calls[2]?.at).toBeGreaterThanOrEqual(resetAt - 1000);
+    expect(new Set(calls.map((r) => r.tokenId)).size).toBe(1);
+    expect(contactEmails(relay.sim).size).toBe(250);
+  });
+
+  it('gets a new token when the one in hand expires mid-stream', async () => {
+    const relay = await startRelay({});
+    await relay.send(creates(20, 'a'));
+    await relay.drain();
+    relay.sim.expireAccessTokens();
+    await relay.send(creates(20, 'b'));
+
+    await relay.drain();
+
+    expect(relay.refreshes).toEqual(['mautic_token_expired']);
+    expect(apiCalls(relay.sim).map((r) => r.status)).toEqual([201, 401, 401, 201]);
+    expect(contactEmails(relay.sim).size).toBe(40);
+    expectNoTokenInOutput(relay.tokenStore.tokensSeen);
+  });
+
+  it('learns a batch limit of 50 from Mautic and delivers everything', async () => {
+    const relay = await startRelay({ sim: { batchMaxLimit: 50 } });
+    await relay.send(creates(120));
+
+    await relay.drain();
+
+    expect(apiCalls(relay.sim).map((r) => [r.status, r.items])).toEqual([
+      [500, 120],
+      [201, 50],
+      [201, 50],
+      [201, 20],
+    ]);
+    expect(contactEmails(relay.sim).size).toBe(120);
+  });
+
+  it('never acknowledges a rejected event whose dead-letter send failed: the queue redrives it', async () => {
+    const relay = await startRelay({
+      maxReceiveCount: 2,
+      deadLetterQueueUrl: `${localSqs.endpoint}/000000000000/missing-dlq`,
+    });
+    await relay.send([
+      ...creates(3),
+      { entity: 'contacts', action: 'edit', id: 424242, data: { firstname: 'X' } },
+    ]);
+
+    await relay.drain();
+    const dead = await relay.deadLetters(1);
+
+    expect(dead).toHaveLength(1);
+    expect(JSON.parse(dead[0]?.Body ?? '{}')).toMatchObject({ action: 'edit', id: 424242 });
+    expect(relay.reports.flatMap((r) => r.failed)).toHaveLength(2);
+    expect(output.join('')).toContain('Could not reach the dead-letter queue');
+    await expectAccountedFor(relay, dead, (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email)),
+    );
+  });
+});
+
+describe('batch handler, called directly', () => {
+  it('caps the rate-limit delay at maxDelaySeconds', async () => {
+    const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
+    try {
+      const delays: Array<[string[], number]> = [];
+      const accessToken = sim.issueToken().accessToken;
+      const handler = createBatchHandler({
+        api: new MauticApiClient({ baseUrl: sim.url, fetch }),
+        tokens: { accessToken: async () => accessToken },
+        refresher: { requestRefresh: async () => {} },
+        queues: {
+          deadLetter: async () => [],
+          delay: async (messages, seconds) => {
+            delays.push([messages.map((m) => m.messageId), seconds]);
+            return [];
+          },
+        },
+        logger: new Logger({ serviceName: 'batch-test', logLevel: 'SILENT' }),
+        metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'batch-test' }),
+        clock: { now: () => Date.now() },
+        sleep: async () => {},
+        random: () => 0,
+        learnedLimit: { value: undefined },
+        options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900 },
+      });
+      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+      const records = [0, 1].map((n) => ({
+        messageId: `m${n}`,
+        receiptHandle: `rh${n}`,
+        body: JSON.stringify({
+          v: 1,
+          eventId: `e${n}`,
+          receivedAt: new Date().toISOString(),
+          sender: 't',
+          entity: 'contacts',
+          action: 'create',
+          data: { email: `cap${n}@example.com` },
+        }),
+        attributes: {
+          ApproximateReceiveCount: '1',
+          SentTimestamp: '0',
+          SenderId: 'x',
+          ApproximateFirstReceiveTimestamp: '0',
+        },
+        messageAttributes: {},
+        md5OfBody: '',
+        eventSource: 'aws:sqs',
+        eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:events',
+        awsRegion: 'us-east-1',
+      }));
+      const context = {
+        getRemainingTimeInMillis: () => 30_000,
+        awsRequestId: 'req-1',
+        functionName: 'batch',
+      } as unknown as Context;
+
+      const response = await handler({ Records: records }, context);
+
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+      expect(delays).toEqual([[['m1'], 900]]);
+    } finally {
+      await sim.close();
+    }
+  });
+});
