@@ -226,7 +226,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     ]);
     expect(contactEmails(relay.sim).size).toBe(400);
     expect(relay.reports.flatMap((r) => r.failed)).toEqual([]);
-    await expectAccountedFor(relay, [], (e) => contactEmails(relay.sim).has(String(e.data?.email)));
+    await expectAccountedFor(relay, [], (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+    );
     expectNoTokenInOutput(relay.tokenStore.tokensSeen);
     expect(output.join('')).toContain('"EventsDelivered"');
   });
@@ -267,7 +269,7 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     expect(relay.reports.flatMap((r) => r.failed)).toEqual([]);
     await expectAccountedFor(relay, dead, (e) =>
       e.entity === 'contacts'
-        ? contactEmails(relay.sim).has(String(e.data?.email))
+        ? contactEmails(relay.sim).has(String(e.data?.email).toLowerCase())
         : e.data?.name === 'VIP',
     );
   });
@@ -285,6 +287,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
 
     expect(apiCalls(relay.sim).map((r) => r.items)).toEqual([10]);
     expect(relay.sim.records('contacts')).toHaveLength(10);
+    await expectAccountedFor(relay, [], (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+    );
     expect(
       relay.sim
         .records('contacts')
@@ -307,7 +312,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     expect(apiCalls(relay.sim).map((r) => r.status)).toEqual([503, 503, 503, 503, 503, 201]);
     expect(relay.reports[0]?.failed).toHaveLength(30);
     expect(contactEmails(relay.sim).size).toBe(30);
-    await expectAccountedFor(relay, [], (e) => contactEmails(relay.sim).has(String(e.data?.email)));
+    await expectAccountedFor(relay, [], (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+    );
   });
 
   it('stops at a 429 and holds the rest back until the rate-limit window resets', async () => {
@@ -321,6 +328,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     const resetAt = (Math.floor((calls[0]?.at ?? 0) / 1000) + 3) * 1000;
     expect(calls[2]?.at).toBeGreaterThanOrEqual(resetAt - 1000);
     expect(new Set(calls.map((r) => r.tokenId)).size).toBe(1);
+    await expectAccountedFor(relay, [], (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+    );
     expect(contactEmails(relay.sim).size).toBe(250);
   });
 
@@ -336,6 +346,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     expect(relay.refreshes).toEqual(['mautic_token_expired']);
     expect(apiCalls(relay.sim).map((r) => r.status)).toEqual([201, 401, 401, 201]);
     expect(contactEmails(relay.sim).size).toBe(40);
+    await expectAccountedFor(relay, [], (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+    );
     expectNoTokenInOutput(relay.tokenStore.tokensSeen);
   });
 
@@ -352,6 +365,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
       [201, 20],
     ]);
     expect(contactEmails(relay.sim).size).toBe(120);
+    await expectAccountedFor(relay, [], (e) =>
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+    );
   });
 
   it('never acknowledges a rejected event whose dead-letter send failed: the queue redrives it', async () => {
@@ -372,71 +388,104 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     expect(relay.reports.flatMap((r) => r.failed)).toHaveLength(2);
     expect(output.join('')).toContain('Could not reach the dead-letter queue');
     await expectAccountedFor(relay, dead, (e) =>
-      contactEmails(relay.sim).has(String(e.data?.email)),
+      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
   });
 });
+
+/** The real handler with fake queue ports, for calling directly with a Lambda event. */
+function directHandler(
+  sim: MauticSimulator,
+  accessToken: string,
+  delays: Array<[string[], number]>,
+) {
+  return createBatchHandler({
+    api: new MauticApiClient({ baseUrl: sim.url, fetch }),
+    tokens: { accessToken: async () => accessToken },
+    refresher: { requestRefresh: async () => {} },
+    queues: {
+      deadLetter: async () => [],
+      delay: async (messages, seconds) => {
+        delays.push([messages.map((m) => m.messageId), seconds]);
+        return [];
+      },
+    },
+    logger: new Logger({ serviceName: 'batch-test', logLevel: 'SILENT' }),
+    metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'batch-test' }),
+    clock: { now: () => Date.now() },
+    sleep: async () => {},
+    random: () => 0,
+    learnedLimit: { value: undefined },
+    options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900 },
+  });
+}
+
+function sqsRecords(count: number) {
+  return Array.from({ length: count }, (_, n) => ({
+    messageId: `m${n}`,
+    receiptHandle: `rh${n}`,
+    body: JSON.stringify({
+      v: 1,
+      eventId: `e${n}`,
+      receivedAt: new Date().toISOString(),
+      sender: 't',
+      entity: 'contacts',
+      action: 'create',
+      data: { email: `direct${n}@example.com` },
+    }),
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: '0',
+      SenderId: 'x',
+      ApproximateFirstReceiveTimestamp: '0',
+    },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:events',
+    awsRegion: 'us-east-1',
+  }));
+}
+
+const lambdaContext = (remainingMs: number) => {
+  const started = Date.now();
+  return {
+    getRemainingTimeInMillis: () => remainingMs - (Date.now() - started),
+    awsRequestId: 'req-1',
+    functionName: 'batch',
+  } as unknown as Context;
+};
 
 describe('batch handler, called directly', () => {
   it('caps the rate-limit delay at maxDelaySeconds', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
     try {
       const delays: Array<[string[], number]> = [];
-      const accessToken = sim.issueToken().accessToken;
-      const handler = createBatchHandler({
-        api: new MauticApiClient({ baseUrl: sim.url, fetch }),
-        tokens: { accessToken: async () => accessToken },
-        refresher: { requestRefresh: async () => {} },
-        queues: {
-          deadLetter: async () => [],
-          delay: async (messages, seconds) => {
-            delays.push([messages.map((m) => m.messageId), seconds]);
-            return [];
-          },
-        },
-        logger: new Logger({ serviceName: 'batch-test', logLevel: 'SILENT' }),
-        metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'batch-test' }),
-        clock: { now: () => Date.now() },
-        sleep: async () => {},
-        random: () => 0,
-        learnedLimit: { value: undefined },
-        options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900 },
-      });
       vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-      const records = [0, 1].map((n) => ({
-        messageId: `m${n}`,
-        receiptHandle: `rh${n}`,
-        body: JSON.stringify({
-          v: 1,
-          eventId: `e${n}`,
-          receivedAt: new Date().toISOString(),
-          sender: 't',
-          entity: 'contacts',
-          action: 'create',
-          data: { email: `cap${n}@example.com` },
-        }),
-        attributes: {
-          ApproximateReceiveCount: '1',
-          SentTimestamp: '0',
-          SenderId: 'x',
-          ApproximateFirstReceiveTimestamp: '0',
-        },
-        messageAttributes: {},
-        md5OfBody: '',
-        eventSource: 'aws:sqs',
-        eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:events',
-        awsRegion: 'us-east-1',
-      }));
-      const context = {
-        getRemainingTimeInMillis: () => 30_000,
-        awsRequestId: 'req-1',
-        functionName: 'batch',
-      } as unknown as Context;
+      const handler = directHandler(sim, sim.issueToken().accessToken, delays);
 
-      const response = await handler({ Records: records }, context);
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(delays).toEqual([[['m1'], 900]]);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('aborts a Mautic call still running near the Lambda deadline and leaves its events to the queue', async () => {
+    const sim = await startMauticSimulator({
+      faults: { seed: 1, latencyMs: { min: 5_000, max: 5_000 } },
+    });
+    try {
+      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+      const handler = directHandler(sim, sim.issueToken().accessToken, []);
+
+      const response = await handler({ Records: sqsRecords(1) }, lambdaContext(4_000));
+
+      // Had the call not been aborted, Mautic's answer (5 s later) would have delivered it.
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
+      expect(sim.requests).toHaveLength(1);
     } finally {
       await sim.close();
     }

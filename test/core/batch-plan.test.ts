@@ -1,24 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type IncomingEvent, planBatches } from '../../functions/core/batch-plan.ts';
+import { planBatches } from '../../functions/core/batch-plan.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
-
-let sequence = 0;
-function incoming(
-  event: Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>,
-): IncomingEvent {
-  sequence++;
-  return {
-    messageId: `m${sequence}`,
-    event: {
-      v: 1,
-      eventId: `e${sequence}`,
-      receivedAt: '2026-11-21T00:00:00.000Z',
-      sender: 'test',
-      ...event,
-    },
-  };
-}
+import { incoming } from '../support/events.ts';
 
 describe('planBatches', () => {
   it('puts 200 creates in one chunk and 201 in two', () => {

@@ -9,6 +9,7 @@ import {
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import { incoming } from '../support/events.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');
 const json = { 'content-type': 'application/json' };
@@ -21,28 +22,12 @@ let refreshes: string[];
 let logs: Array<{ level: string; message: string; extra: unknown }>;
 let metrics: Array<[string, string, number]>;
 let currentToken: string;
-let nextId = 0;
 
 function plan(
   events: Array<Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>>,
   batchSize = 200,
 ): Chunk[] {
-  return planBatches(
-    events.map((event) => {
-      nextId++;
-      return {
-        messageId: `m${nextId}`,
-        event: {
-          v: 1,
-          eventId: `e${nextId}`,
-          receivedAt: '2026-11-21T00:00:00.000Z',
-          sender: 't',
-          ...event,
-        },
-      };
-    }),
-    batchSize,
-  );
+  return planBatches(events.map(incoming), batchSize);
 }
 
 const creates = (count: number, prefix = 'u') =>
