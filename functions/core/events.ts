@@ -54,7 +54,7 @@ function checkEvent(event: EventShape, ctx: z.RefinementCtx): void {
 
 /** One event as a sender posts it (contract §1). */
 export const relayEventSchema = z
-  .object({ ...eventFields, eventId: z.string().min(1).max(128).optional() })
+  .strictObject({ ...eventFields, eventId: z.string().min(1).max(128).optional() })
   .superRefine(checkEvent);
 export type RelayEvent = z.infer<typeof relayEventSchema>;
 

@@ -12,6 +12,12 @@ export const ENV = {
   MAUTIC_TIMEOUT_MS: 'MAUTIC_TIMEOUT_MS',
   TOKEN_CACHE_SECONDS: 'TOKEN_CACHE_SECONDS',
   MAX_DELAY_SECONDS: 'MAX_DELAY_SECONDS',
+  WEBHOOK_SECRET_ID: 'WEBHOOK_SECRET_ID',
+  WEBHOOK_SECRET: 'WEBHOOK_SECRET',
+  INGEST_API_KEYS: 'INGEST_API_KEYS',
+  MAX_BODY_BYTES: 'MAX_BODY_BYTES',
+  MAX_EVENTS_PER_REQUEST: 'MAX_EVENTS_PER_REQUEST',
+  CREDENTIALS_CACHE_SECONDS: 'CREDENTIALS_CACHE_SECONDS',
 } as const;
 
 /** A configuration that cannot work; the message names every bad variable. */
@@ -87,4 +93,60 @@ function parse<T extends z.ZodType>(
   if (result.success) return result.data;
   const problems = result.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
   throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+}
+
+const commaList = z
+  .string()
+  .optional()
+  .transform((value) =>
+    (value ?? '')
+      .split(',')
+      .map((item) => item.trim())
+      .filter((item) => item !== ''),
+  );
+
+const ingestSchema = z
+  .object({
+    [ENV.EVENTS_QUEUE_URL]: required,
+    [ENV.WEBHOOK_SECRET_ID]: z.string().min(1).optional(),
+    [ENV.WEBHOOK_SECRET]: commaList,
+    [ENV.INGEST_API_KEYS]: commaList,
+    [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, 1024 * 1024),
+    [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, 500),
+    [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, 300),
+  })
+  .refine(
+    (env) =>
+      env.WEBHOOK_SECRET_ID !== undefined ||
+      env.WEBHOOK_SECRET.length > 0 ||
+      env.INGEST_API_KEYS.length > 0,
+    { path: [ENV.WEBHOOK_SECRET_ID], message: 'or WEBHOOK_SECRET or INGEST_API_KEYS is required' },
+  );
+
+/** The ingest function's configuration. */
+export interface IngestConfig {
+  eventsQueueUrl: string;
+  /** Secrets Manager secret with the credentials (the cloud); else the two lists below (local). */
+  webhookSecretId: string | undefined;
+  webhookSecrets: string[];
+  apiKeys: string[];
+  maxBodyBytes: number;
+  maxEvents: number;
+  credentialsCacheSeconds: number;
+}
+
+/** Reads and checks the ingest function's environment once, at cold start. */
+export function loadIngestConfig(
+  env: Readonly<Record<string, string | undefined>>,
+): Readonly<IngestConfig> {
+  const values = parse(ingestSchema, env);
+  return Object.freeze({
+    eventsQueueUrl: values.EVENTS_QUEUE_URL,
+    webhookSecretId: values.WEBHOOK_SECRET_ID,
+    webhookSecrets: values.WEBHOOK_SECRET,
+    apiKeys: values.INGEST_API_KEYS,
+    maxBodyBytes: values.MAX_BODY_BYTES,
+    maxEvents: values.MAX_EVENTS_PER_REQUEST,
+    credentialsCacheSeconds: values.CREDENTIALS_CACHE_SECONDS,
+  });
 }

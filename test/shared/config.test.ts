@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadBatchConfig } from '../../functions/shared/config.ts';
+import { ConfigError, loadBatchConfig, loadIngestConfig } from '../../functions/shared/config.ts';
 
 const required = {
   MAUTIC_BASE_URL: 'https://mautic.example.com',
@@ -52,5 +52,35 @@ describe('loadBatchConfig', () => {
     expect(load).toThrow(/BATCH_SIZE must be at most 200/);
     expect(load).toThrow(/MAUTIC_TIMEOUT_MS must be a whole number/);
     expect(load).not.toThrow(/secret-host/);
+  });
+});
+
+describe('loadIngestConfig', () => {
+  it('reads comma-separated secrets and keys, with documented defaults', () => {
+    expect(
+      loadIngestConfig({
+        EVENTS_QUEUE_URL: 'https://sqs/events',
+        WEBHOOK_SECRET: 'whsec_a, whsec_b',
+        INGEST_API_KEYS: 'k1,,k2 ',
+      }),
+    ).toEqual({
+      eventsQueueUrl: 'https://sqs/events',
+      webhookSecretId: undefined,
+      webhookSecrets: ['whsec_a', 'whsec_b'],
+      apiKeys: ['k1', 'k2'],
+      maxBodyBytes: 1024 * 1024,
+      maxEvents: 500,
+      credentialsCacheSeconds: 300,
+    });
+  });
+
+  it('takes a Secrets Manager secret id instead, and names what is missing', () => {
+    expect(
+      loadIngestConfig({ EVENTS_QUEUE_URL: 'q', WEBHOOK_SECRET_ID: 'relay/dev/webhook' })
+        .webhookSecretId,
+    ).toBe('relay/dev/webhook');
+    expect(() => loadIngestConfig({ WEBHOOK_SECRET_ID: 'x', MAX_EVENTS_PER_REQUEST: '0' })).toThrow(
+      /EVENTS_QUEUE_URL is required; MAX_EVENTS_PER_REQUEST must be at least 1/,
+    );
   });
 });

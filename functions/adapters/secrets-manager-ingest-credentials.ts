@@ -1,0 +1,56 @@
+import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { IngestCredentials } from '../core/ingest.ts';
+import type { Clock } from '../core/mautic-http.ts';
+import { CredentialError, parseCredentials } from '../core/webhook-auth.ts';
+
+/**
+ * The ingest's credentials from a Secrets Manager secret holding
+ * `{"webhookSecrets": ["whsec_…"], "apiKeys": ["…"]}`, cached for `cacheMs` so a rotation
+ * (adding a secret, later removing the old one) takes effect without a deploy.
+ */
+export class SecretsManagerIngestCredentials {
+  readonly #client: SecretsManagerClient;
+  readonly #secretId: string;
+  readonly #cacheMs: number;
+  readonly #clock: Clock;
+  #cached: { credentials: IngestCredentials; readAt: number } | undefined;
+
+  constructor(
+    client: SecretsManagerClient,
+    secretId: string,
+    options: { cacheMs: number; clock: Clock },
+  ) {
+    this.#client = client;
+    this.#secretId = secretId;
+    this.#cacheMs = options.cacheMs;
+    this.#clock = options.clock;
+  }
+
+  async load(): Promise<IngestCredentials> {
+    const now = this.#clock.now();
+    if (this.#cached && now - this.#cached.readAt < this.#cacheMs) return this.#cached.credentials;
+    const answer = await this.#client.send(new GetSecretValueCommand({ SecretId: this.#secretId }));
+    let config: { webhookSecrets?: unknown; apiKeys?: unknown };
+    try {
+      config = JSON.parse(answer.SecretString ?? '');
+    } catch {
+      // No cause: a parse error could quote the secret.
+      throw new CredentialError(
+        'The webhook secret is not JSON of the form {"webhookSecrets":[…],"apiKeys":[…]}',
+      );
+    }
+    const strings = (value: unknown, what: string): string[] => {
+      if (value === undefined) return [];
+      if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) {
+        throw new CredentialError(`"${what}" in the webhook secret must be a list of strings`);
+      }
+      return value as string[];
+    };
+    const credentials = parseCredentials({
+      webhookSecrets: strings(config.webhookSecrets, 'webhookSecrets'),
+      apiKeys: strings(config.apiKeys, 'apiKeys'),
+    });
+    this.#cached = { credentials, readAt: now };
+    return credentials;
+  }
+}

@@ -1,0 +1,79 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { type EventQueue, type OutgoingMessage, QueueUnavailableError } from '../core/ingest.ts';
+
+/** SQS: at most 10 entries and 1 MiB (entries summed) per SendMessageBatch. */
+const MAX_ENTRIES = 10;
+const MAX_BATCH_BYTES = 1024 * 1024;
+const BACKOFF_MS = [50, 200, 800];
+
+/**
+ * Queues one SQS message per event with SendMessageBatch, in groups within SQS's limits.
+ * SendMessageBatch answers 200 even when entries failed, so `Failed[]` is read and those entries
+ * (or a whole group whose call threw) are retried with backoff; if any still fail the whole
+ * request fails with `QueueUnavailableError`, for the sender to retry.
+ */
+export class SqsEventQueue implements EventQueue {
+  readonly #client: SQSClient;
+  readonly #queueUrl: string;
+
+  constructor(client: SQSClient, queueUrl: string) {
+    this.#client = client;
+    this.#queueUrl = queueUrl;
+  }
+
+  async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
+    for (const group of groups(messages)) {
+      let pending = group.map((message, index): [string, OutgoingMessage] => [
+        String(index),
+        message,
+      ]);
+      for (let attempt = 0; pending.length > 0; attempt++) {
+        const failed = await this.#send(pending);
+        pending = pending.filter(([id]) => failed.has(id));
+        if (pending.length === 0) break;
+        const wait = BACKOFF_MS[attempt];
+        if (wait === undefined) {
+          throw new QueueUnavailableError(
+            `${pending.length} of ${messages.length} events could not be queued`,
+          );
+        }
+        await sleep(wait);
+      }
+    }
+  }
+
+  async #send(entries: Array<[string, OutgoingMessage]>): Promise<Set<string>> {
+    try {
+      const answer = await this.#client.send(
+        new SendMessageBatchCommand({
+          QueueUrl: this.#queueUrl,
+          Entries: entries.map(([id, message]) => ({ Id: id, MessageBody: message.body })),
+        }),
+      );
+      // Only entries listed as successful are queued; anything else is tried again.
+      const queued = new Set((answer.Successful ?? []).map((entry) => entry.Id));
+      return new Set(entries.map(([id]) => id).filter((id) => !queued.has(id)));
+    } catch {
+      return new Set(entries.map(([id]) => id));
+    }
+  }
+}
+
+function groups(messages: ReadonlyArray<OutgoingMessage>): OutgoingMessage[][] {
+  const result: OutgoingMessage[][] = [];
+  let current: OutgoingMessage[] = [];
+  let bytes = 0;
+  for (const message of messages) {
+    const size = Buffer.byteLength(message.body);
+    if (current.length === MAX_ENTRIES || (current.length > 0 && bytes + size > MAX_BATCH_BYTES)) {
+      result.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(message);
+    bytes += size;
+  }
+  if (current.length > 0) result.push(current);
+  return result;
+}

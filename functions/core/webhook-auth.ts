@@ -1,0 +1,157 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+
+/** Signatures older or newer than this are refused (Standard Webhooks: ±5 minutes). */
+export const TIMESTAMP_TOLERANCE_SECONDS = 300;
+
+const SECRET_PREFIX = 'whsec_';
+const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+// Printable ASCII without '.', ',' or space: '.' separates the signed parts, and ',' is how
+// API Gateway joins a duplicated header, so an id holding either cannot be trusted.
+const WEBHOOK_ID = /^[\x21-\x2b\x2d\x2f-\x7e]{1,124}$/;
+const TIMESTAMP = /^\d{1,12}$/;
+
+/** A webhook secret or API key that cannot work; the message never quotes it. */
+export class CredentialError extends Error {
+  override name = 'CredentialError';
+}
+
+/**
+ * Checks a Standard Webhooks secret (`whsec_` + strict base64 of 24 to 64 bytes, no white
+ * space) and returns the HMAC key. A secret that fails would make every delivery fail, or
+ * worse, sign with a weak key, so it is refused when loaded.
+ */
+export function parseWebhookSecret(secret: string, name = 'webhook secret'): Buffer {
+  if (!secret.startsWith(SECRET_PREFIX))
+    throw new CredentialError(`The ${name} must start with "whsec_"`);
+  const encoded = secret.slice(SECRET_PREFIX.length);
+  if (!STRICT_BASE64.test(encoded)) {
+    throw new CredentialError(
+      `The ${name} must be "whsec_" followed by base64 without white space`,
+    );
+  }
+  const key = Buffer.from(encoded, 'base64');
+  if (key.length < 24 || key.length > 64) {
+    throw new CredentialError(`The ${name} must encode 24 to 64 bytes, not ${key.length}`);
+  }
+  return key;
+}
+
+/** Checks an API key (at least 16 printable characters, no white space) and returns its digest. */
+export function parseApiKey(apiKey: string, name = 'API key'): Buffer {
+  if (!/^[\x21-\x7e]{16,256}$/.test(apiKey)) {
+    throw new CredentialError(
+      `The ${name} must be 16 to 256 printable characters without white space`,
+    );
+  }
+  return sha256(apiKey);
+}
+
+/** The Standard Webhooks v1 signature of one message: `v1,<base64 HMAC-SHA256>`. */
+export function signWebhook(key: Buffer, id: string, timestamp: number, body: Uint8Array): string {
+  return `v1,${hmac(key, id, String(timestamp), body).toString('base64')}`;
+}
+
+/** The three Standard Webhooks headers of a request, as received (undefined when absent). */
+export interface WebhookHeaders {
+  id: string | undefined;
+  timestamp: string | undefined;
+  signature: string | undefined;
+}
+
+/**
+ * Verifies a Standard Webhooks request over its raw body bytes. Returns the index of the key
+ * that signed it, or -1. It refuses malformed headers outright (a duplicated header, joined with
+ * a comma by API Gateway, included) and timestamps more than 300 s from `nowSeconds` either way;
+ * unknown signature versions are skipped, as the spec says. Comparison is constant-time on
+ * decoded, equal-length buffers.
+ *
+ * Unlike the `standardwebhooks` npm package, which hashes the body after decoding it as UTF-8,
+ * this hashes the bytes as sent, so a correctly signed body that is not valid UTF-8 verifies
+ * (it is then refused as invalid JSON, not as unauthenticated).
+ */
+export function verifyWebhook(
+  headers: WebhookHeaders,
+  body: Uint8Array,
+  keys: ReadonlyArray<Buffer>,
+  nowSeconds: number,
+): number {
+  const { id, timestamp, signature } = headers;
+  if (id === undefined || timestamp === undefined || signature === undefined) return -1;
+  if (!WEBHOOK_ID.test(id) || !TIMESTAMP.test(timestamp)) return -1;
+  if (Math.abs(nowSeconds - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS) return -1;
+  const candidates = parseSignatures(signature);
+  if (candidates === undefined || candidates.length === 0) return -1;
+  let match = -1;
+  keys.forEach((key, index) => {
+    const expected = hmac(key, id, timestamp, body);
+    for (const candidate of candidates) {
+      // No early exit: the work done does not depend on which key or signature matched.
+      if (timingSafeEqual(expected, candidate) && match === -1) match = index;
+    }
+  });
+  return match;
+}
+
+/**
+ * Finds the API key that `authorization` (`Bearer <key>`) carries: its index, or -1. Keys are
+ * compared as SHA-256 digests, so the comparison is constant-time whatever their lengths.
+ */
+export function verifyApiKey(
+  authorization: string | undefined,
+  keyDigests: ReadonlyArray<Buffer>,
+): number {
+  const presented = authorization?.match(/^Bearer ([\x21-\x7e]{1,256})$/)?.[1];
+  if (presented === undefined) return -1;
+  const digest = sha256(presented);
+  let match = -1;
+  keyDigests.forEach((keyDigest, index) => {
+    if (timingSafeEqual(digest, keyDigest) && match === -1) match = index;
+  });
+  return match;
+}
+
+/** The decoded v1 signatures, or undefined when the header is malformed. */
+function parseSignatures(header: string): Buffer[] | undefined {
+  const signatures: Buffer[] = [];
+  for (const entry of header.split(' ')) {
+    const parts = entry.split(',');
+    if (parts.length !== 2 || parts[0] === '' || parts[1] === undefined) return undefined;
+    if (parts[0] !== 'v1') continue;
+    if (!STRICT_BASE64.test(parts[1])) return undefined;
+    const decoded = Buffer.from(parts[1], 'base64');
+    // A v1 signature of another length cannot match; skipping it keeps timingSafeEqual safe.
+    if (decoded.length === 32) signatures.push(decoded);
+  }
+  return signatures;
+}
+
+function hmac(key: Buffer, id: string, timestamp: string, body: Uint8Array): Buffer {
+  return createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+/**
+ * Checks every configured credential and returns the keys the ingest compares against. Throws
+ * a `CredentialError` naming the bad one by position (never its value), so a bad deploy stops
+ * at cold start.
+ */
+export function parseCredentials(config: {
+  webhookSecrets: ReadonlyArray<string>;
+  apiKeys: ReadonlyArray<string>;
+}): {
+  webhookKeys: Buffer[];
+  apiKeyDigests: Buffer[];
+} {
+  if (config.webhookSecrets.length === 0 && config.apiKeys.length === 0) {
+    throw new CredentialError('At least one webhook secret or API key must be configured');
+  }
+  return {
+    webhookKeys: config.webhookSecrets.map((secret, i) =>
+      parseWebhookSecret(secret, `webhook secret #${i + 1}`),
+    ),
+    apiKeyDigests: config.apiKeys.map((key, i) => parseApiKey(key, `API key #${i + 1}`)),
+  };
+}

@@ -1,0 +1,87 @@
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type {
+  APIGatewayProxyEventV2,
+  APIGatewayProxyStructuredResultV2,
+  Context,
+} from 'aws-lambda';
+import {
+  acceptEvents,
+  type IngestDeps,
+  type IngestResponse,
+  payloadTooLarge,
+} from '../core/ingest.ts';
+
+export interface IngestHandlerDeps extends IngestDeps {
+  logger: Logger;
+}
+
+/**
+ * The API Gateway HTTP API (payload 2.0) handler for POST /events. The body is taken as raw
+ * bytes (base64-decoded when API Gateway encoded it) because the signature covers the bytes
+ * as sent; its size is checked before it is decoded. An unexpected error answers 500 with a
+ * generic message and the request id, and is logged with that id.
+ */
+export function createIngestHandler(deps: IngestHandlerDeps) {
+  return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Error, Context>()
+    .use(injectLambdaContext(deps.logger))
+    .use({
+      onError: (request) => {
+        const requestId = request.context.awsRequestId;
+        const error = request.error;
+        deps.logger.error('Unexpected error', {
+          requestId,
+          error: error ? `${error.name}: ${error.message}` : 'unknown',
+        });
+        request.response = respond({
+          status: 500,
+          body: {
+            error: {
+              code: 'internal_error',
+              message: `An unexpected error occurred (request ${requestId}).`,
+            },
+          },
+        });
+      },
+    })
+    .handler(async (event) => {
+      const body = rawBody(event, deps.limits.maxBodyBytes);
+      const response =
+        body === undefined
+          ? payloadTooLarge(deps.limits.maxBodyBytes)
+          : await acceptEvents({ body, headers: lowerCased(event.headers) }, deps);
+      return respond(response);
+    });
+}
+
+/** The body's bytes, or undefined when they would exceed `maxBytes` (known before decoding). */
+function rawBody(event: APIGatewayProxyEventV2, maxBytes: number): Uint8Array | undefined {
+  const text = event.body ?? '';
+  if (event.isBase64Encoded) {
+    const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+    if (Math.floor((text.length * 3) / 4) - padding > maxBytes) return undefined;
+    return Buffer.from(text, 'base64');
+  }
+  // UTF-16 length bounds the UTF-8 length from below, so most oversized bodies stop here.
+  if (text.length > maxBytes) return undefined;
+  return Buffer.from(text, 'utf8');
+}
+
+function lowerCased(
+  headers: APIGatewayProxyEventV2['headers'] | undefined,
+): Record<string, string | undefined> {
+  const result: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) result[name.toLowerCase()] = value;
+  return result;
+}
+
+function respond(
+  response: { status: number; body: unknown } | IngestResponse,
+): APIGatewayProxyStructuredResultV2 {
+  return {
+    statusCode: response.status,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(response.body),
+  };
+}

@@ -1,0 +1,62 @@
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SecretsManagerIngestCredentials } from '../../functions/adapters/secrets-manager-ingest-credentials.ts';
+import { CredentialError, parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
+
+const secretsManager = mockClient(SecretsManagerClient);
+const WEBHOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const API_KEY = 'ingest-api-key-0123456789';
+let now = 0;
+const credentials = () =>
+  new SecretsManagerIngestCredentials(
+    new SecretsManagerClient({ region: 'eu-west-1' }),
+    'relay/dev/webhook',
+    {
+      cacheMs: 300_000,
+      clock: { now: () => now },
+    },
+  );
+
+afterEach(() => {
+  secretsManager.reset();
+  now = 0;
+});
+
+describe('SecretsManagerIngestCredentials', () => {
+  it('parses the secret and caches it until the cache time has passed', async () => {
+    secretsManager.on(GetSecretValueCommand).resolves({
+      SecretString: JSON.stringify({ webhookSecrets: [WEBHOOK_SECRET], apiKeys: [API_KEY] }),
+    });
+    const source = credentials();
+
+    const first = await source.load();
+    now = 299_999;
+    await source.load();
+    now = 300_000;
+    await source.load();
+
+    expect(first).toEqual(
+      parseCredentials({ webhookSecrets: [WEBHOOK_SECRET], apiKeys: [API_KEY] }),
+    );
+    expect(secretsManager.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
+  it.each([
+    ['not JSON', 'whsec_not-json-secret-value'],
+    [
+      'a list of something else',
+      JSON.stringify({ webhookSecrets: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }),
+    ],
+    ['a weak webhook secret', JSON.stringify({ webhookSecrets: ['whsec_AAAA'] })],
+    ['no credential at all', JSON.stringify({})],
+  ])('refuses a secret that is %s, without quoting it', async (_what, SecretString) => {
+    secretsManager.on(GetSecretValueCommand).resolves({ SecretString });
+
+    const error = await thrownBy(() => credentials().load());
+
+    expect(error).toBeInstanceOf(CredentialError);
+    expectNoSecrets(error, ['not-json-secret-value', 'MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw']);
+  });
+});

@@ -1,0 +1,65 @@
+import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
+import { QueueUnavailableError } from '../../functions/core/ingest.ts';
+
+const sqs = mockClient(SQSClient);
+const queue = () => new SqsEventQueue(new SQSClient({ region: 'eu-west-1' }), 'https://sqs/events');
+const message = (n: number, bytes = 10) => ({ eventId: `e${n}`, body: `${n}`.padEnd(bytes, 'x') });
+const succeedAll = () =>
+  sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
+    Successful: input.Entries.map((e) => ({
+      Id: e.Id,
+      MessageId: `m-${e.Id}`,
+      MD5OfMessageBody: '',
+    })),
+    Failed: [],
+  }));
+
+afterEach(() => {
+  sqs.reset();
+});
+
+describe('SqsEventQueue', () => {
+  it('sends at most 10 entries and at most 1 MiB per SendMessageBatch', async () => {
+    succeedAll();
+
+    await queue().enqueue([
+      ...Array.from({ length: 12 }, (_, i) => message(i)),
+      ...Array.from({ length: 5 }, (_, i) => message(100 + i, 300_000)),
+    ]);
+
+    const groups = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .map((c) => c.args[0].input.Entries ?? []);
+    expect(groups.map((g) => g.length)).toEqual([10, 5, 2]);
+    for (const group of groups) {
+      expect(
+        group.reduce((sum, e) => sum + Buffer.byteLength(e.MessageBody ?? ''), 0),
+      ).toBeLessThanOrEqual(1024 * 1024);
+    }
+  });
+
+  it('counts as queued only the entries SQS lists as successful', async () => {
+    sqs
+      .on(SendMessageBatchCommand)
+      .resolvesOnce({ Successful: [{ Id: '0', MessageId: 'a', MD5OfMessageBody: '' }], Failed: [] })
+      .resolves({ Successful: [{ Id: '1', MessageId: 'b', MD5OfMessageBody: '' }], Failed: [] });
+
+    await queue().enqueue([message(0), message(1)]);
+
+    expect(
+      sqs
+        .commandCalls(SendMessageBatchCommand)
+        .map((c) => c.args[0].input.Entries?.map((e) => e.Id)),
+    ).toEqual([['0', '1'], ['1']]);
+  });
+
+  it('gives up with QueueUnavailableError after 3 retries', async () => {
+    sqs.on(SendMessageBatchCommand).rejects(new Error('throttled'));
+
+    await expect(queue().enqueue([message(0)])).rejects.toBeInstanceOf(QueueUnavailableError);
+    expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(4);
+  });
+});

@@ -1,0 +1,142 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import type {
+  APIGatewayProxyEventV2,
+  APIGatewayProxyStructuredResultV2,
+  Context,
+} from 'aws-lambda';
+import {
+  DEFAULT_INGEST_LIMITS,
+  type EventQueue,
+  type OutgoingMessage,
+} from '../../functions/core/ingest.ts';
+import {
+  parseCredentials,
+  parseWebhookSecret,
+  signWebhook,
+} from '../../functions/core/webhook-auth.ts';
+import { createIngestHandler } from '../../functions/ingest/handler.ts';
+
+export const NOW = Date.parse('2026-11-21T12:00:00Z');
+export const NOW_SECONDS = NOW / 1000;
+export const WEBHOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+export const OTHER_SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+export const API_KEY = 'relay-test-api-key-0123456789';
+
+/** An API Gateway HTTP API (payload 2.0) event for POST /events. */
+export function httpApiEvent(options: {
+  body?: string | Uint8Array;
+  headers?: Record<string, string>;
+  isBase64Encoded?: boolean;
+}): APIGatewayProxyEventV2 {
+  const { body, headers = {} } = options;
+  const binary = body instanceof Uint8Array;
+  return {
+    version: '2.0',
+    routeKey: 'POST /events',
+    rawPath: '/events',
+    rawQueryString: '',
+    headers,
+    requestContext: {
+      accountId: '000000000000',
+      apiId: 'local',
+      domainName: '127.0.0.1',
+      domainPrefix: '127',
+      http: {
+        method: 'POST',
+        path: '/events',
+        protocol: 'HTTP/1.1',
+        sourceIp: '127.0.0.1',
+        userAgent: 'test',
+      },
+      requestId: 'req',
+      routeKey: 'POST /events',
+      stage: '$default',
+      time: '21/Nov/2026:12:00:00 +0000',
+      timeEpoch: NOW,
+    },
+    ...(body === undefined ? {} : { body: binary ? Buffer.from(body).toString('base64') : body }),
+    isBase64Encoded: options.isBase64Encoded ?? binary,
+  };
+}
+
+/** Standard Webhooks headers over `body`, signed with `secret` at `timestamp`. */
+export function signedHeaders(
+  body: string | Uint8Array,
+  options: { id?: string; timestamp?: number | string; secret?: string } = {},
+): Record<string, string> {
+  const id = options.id ?? 'msg_2Zq4YkJt';
+  const timestamp = options.timestamp ?? NOW_SECONDS;
+  const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
+  return {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signWebhook(
+      parseWebhookSecret(options.secret ?? WEBHOOK_SECRET),
+      id,
+      Number(timestamp),
+      bytes,
+    ),
+  };
+}
+
+export const lambdaContext = {
+  awsRequestId: 'request-42',
+  functionName: 'ingest',
+  getRemainingTimeInMillis: () => 10_000,
+} as unknown as Context;
+
+/** A queue that records what it was given, or fails as told. */
+export function recordingQueue(fail?: () => Error): EventQueue & { messages: OutgoingMessage[] } {
+  const messages: OutgoingMessage[] = [];
+  return {
+    messages,
+    async enqueue(batch) {
+      if (fail) throw fail();
+      messages.push(...batch);
+    },
+  };
+}
+
+/** What the ingest answers. */
+export interface IngestBody {
+  accepted?: number;
+  eventIds?: string[];
+  error?: {
+    code: string;
+    message: string;
+    details?: Array<{ index?: number; path: string; message: string }>;
+  };
+}
+
+/** The real ingest handler over `queue`, with one webhook secret and one API key. */
+export function ingestHandler(
+  queue: EventQueue,
+  options: { logger?: Logger; secrets?: string[] } = {},
+) {
+  const credentials = parseCredentials({
+    webhookSecrets: options.secrets ?? [WEBHOOK_SECRET],
+    apiKeys: [API_KEY],
+  });
+  const handler = createIngestHandler({
+    credentials: async () => credentials,
+    queue,
+    clock: { now: () => NOW },
+    newId: (() => {
+      let n = 0;
+      return () => `generated-${++n}`;
+    })(),
+    limits: DEFAULT_INGEST_LIMITS,
+    logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
+  });
+  return async (event: APIGatewayProxyEventV2) => {
+    const result = (await handler(event, lambdaContext)) as APIGatewayProxyStructuredResultV2;
+    return { status: result.statusCode ?? 0, body: JSON.parse(String(result.body)) as IngestBody };
+  };
+}
+
+export const contact = (n = 0) => ({
+  entity: 'contacts',
+  action: 'create',
+  data: { email: `user${n}@example.com` },
+});
