@@ -29,13 +29,14 @@ export class SecretsManagerTokenStore implements TokenSource {
   async accessToken(options?: { fresh?: boolean }): Promise<string> {
     const now = this.#clock.now();
     const cached = this.#cached;
-    const secret =
-      !options?.fresh && cached && now - cached.readAt < this.#cacheMs
-        ? cached.secret
-        : await this.#read(now);
-    if (Date.parse(secret.accessTokenExpiresAt) <= now) {
-      throw new TokenUnavailableError('The stored Mautic access token has expired');
+    const usable = (secret: TokenSecret) => Date.parse(secret.accessTokenExpiresAt) > now;
+    if (!options?.fresh && cached && now - cached.readAt < this.#cacheMs && usable(cached.secret)) {
+      return cached.secret.accessToken;
     }
+    // A cached token that expired is read again: the refresher may have written a new one.
+    const secret = await this.#read(now);
+    if (!usable(secret))
+      throw new TokenUnavailableError('The stored Mautic access token has expired');
     return secret.accessToken;
   }
 

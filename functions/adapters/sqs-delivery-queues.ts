@@ -6,11 +6,13 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
+import { groupsOf, notListed } from './sqs-batches.ts';
 
 /** SQS allows 10 message attributes; these are the relay's own on a dead letter. */
 const RELAY_ATTRIBUTES = 6;
 const MAX_ATTRIBUTES = 10;
 const MAX_DETAIL_CHARS = 1024;
+const ATTRIBUTE_ALLOWANCE_BYTES = 4 * 1024;
 
 /**
  * The batch function's own writes to SQS: dead letters (the original body and attributes plus
@@ -32,6 +34,8 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     return this.#inBatches(
       letters,
       (letter) => letter.message.messageId,
+      // The body plus room for the attributes: SQS caps a batch at 1 MiB summed.
+      (letter) => Buffer.byteLength(letter.message.body) + ATTRIBUTE_ALLOWANCE_BYTES,
       async (entries) => {
         const answer = await this.#client.send(
           new SendMessageBatchCommand({
@@ -43,7 +47,7 @@ export class SqsDeliveryQueues implements DeliveryQueues {
             })),
           }),
         );
-        return (answer.Failed ?? []).map((failure) => failure.Id ?? '');
+        return notListed(entries, answer.Successful);
       },
     );
   }
@@ -52,6 +56,7 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     return this.#inBatches(
       messages,
       (message) => message.messageId,
+      () => 0,
       async (entries) => {
         const answer = await this.#client.send(
           new ChangeMessageVisibilityBatchCommand({
@@ -63,26 +68,25 @@ export class SqsDeliveryQueues implements DeliveryQueues {
             })),
           }),
         );
-        return (answer.Failed ?? []).map((failure) => failure.Id ?? '');
+        return notListed(entries, answer.Successful);
       },
     );
   }
 
   /**
-   * Runs `send` over groups of 10 entries with ids local to the group; entries that fail are
-   * tried once more. Resolves the message ids that still failed (a whole group whose call
-   * threw counts as failed).
+   * Runs `send` over groups of at most 10 entries and 1 MiB, with ids local to the group;
+   * entries that fail are tried once more. Resolves the message ids that still failed (a whole
+   * group whose call threw counts as failed).
    */
   async #inBatches<T>(
     items: ReadonlyArray<T>,
     messageIdOf: (item: T) => string,
+    sizeOf: (item: T) => number,
     send: (entries: Array<[string, T]>) => Promise<string[]>,
   ): Promise<string[]> {
     const failed: string[] = [];
-    for (let start = 0; start < items.length; start += 10) {
-      let entries = items
-        .slice(start, start + 10)
-        .map((item, index): [string, T] => [String(index), item]);
+    for (const group of groupsOf(items, sizeOf)) {
+      let entries = group.map((item, index): [string, T] => [String(index), item]);
       for (let attempt = 1; attempt <= 2 && entries.length > 0; attempt++) {
         let failedIds: string[];
         try {

@@ -1,10 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { type EventQueue, type OutgoingMessage, QueueUnavailableError } from '../core/ingest.ts';
+import { groupsOf, notListed } from './sqs-batches.ts';
 
-/** SQS: at most 10 entries and 1 MiB (entries summed) per SendMessageBatch. */
-const MAX_ENTRIES = 10;
-const MAX_BATCH_BYTES = 1024 * 1024;
 const BACKOFF_MS = [50, 200, 800];
 
 /**
@@ -23,7 +21,7 @@ export class SqsEventQueue implements EventQueue {
   }
 
   async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
-    for (const group of groups(messages)) {
+    for (const group of groupsOf(messages, (message) => Buffer.byteLength(message.body))) {
       let pending = group.map((message, index): [string, OutgoingMessage] => [
         String(index),
         message,
@@ -51,29 +49,9 @@ export class SqsEventQueue implements EventQueue {
           Entries: entries.map(([id, message]) => ({ Id: id, MessageBody: message.body })),
         }),
       );
-      // Only entries listed as successful are queued; anything else is tried again.
-      const queued = new Set((answer.Successful ?? []).map((entry) => entry.Id));
-      return new Set(entries.map(([id]) => id).filter((id) => !queued.has(id)));
+      return new Set(notListed(entries, answer.Successful));
     } catch {
       return new Set(entries.map(([id]) => id));
     }
   }
-}
-
-function groups(messages: ReadonlyArray<OutgoingMessage>): OutgoingMessage[][] {
-  const result: OutgoingMessage[][] = [];
-  let current: OutgoingMessage[] = [];
-  let bytes = 0;
-  for (const message of messages) {
-    const size = Buffer.byteLength(message.body);
-    if (current.length === MAX_ENTRIES || (current.length > 0 && bytes + size > MAX_BATCH_BYTES)) {
-      result.push(current);
-      current = [];
-      bytes = 0;
-    }
-    current.push(message);
-    bytes += size;
-  }
-  if (current.length > 0) result.push(current);
-  return result;
 }

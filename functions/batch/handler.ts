@@ -30,6 +30,10 @@ export interface BatchHandlerDeps extends Omit<DeliveryDeps, 'logger' | 'metrics
  * to Mautic, dead-letters what Mautic refused for good, delays what hit the rate limit, and
  * reports every other failure by message id in `batchItemFailures`. Nothing is acknowledged
  * that was not delivered or dead-lettered.
+ *
+ * It builds the partial batch response itself rather than with Powertools'
+ * `processPartialResponse`, which handles records one by one: here the unit of work is the
+ * whole batch (one Mautic call for up to 200 records), and results map back by message id.
  */
 export function createBatchHandler(deps: BatchHandlerDeps) {
   return middy<SQSEvent, SQSBatchResponse>()
@@ -60,7 +64,7 @@ async function processBatch(
   const outcomes = await deliverChunks(
     planBatches(incoming, options.batchSize),
     deadline,
-    { ...deps, logger, metrics },
+    deps,
     options,
     signal,
   );
@@ -84,14 +88,14 @@ async function processBatch(
     } else if (event) retry.push(record);
   }
 
-  const notSent = await deps.queues.deadLetter(letters);
-  if (notSent.length > 0) {
+  const notSent = new Set(await deps.queues.deadLetter(letters));
+  if (notSent.size > 0) {
     logger.error('Could not reach the dead-letter queue; those events stay on the events queue', {
-      count: notSent.length,
+      count: notSent.size,
     });
   }
   for (const letter of letters) {
-    if (notSent.includes(letter.message.messageId)) continue;
+    if (notSent.has(letter.message.messageId)) continue;
     logger.warn('Event dead-lettered', {
       messageId: letter.message.messageId,
       eventId: events.get(letter.message.messageId)?.eventId,
@@ -105,7 +109,7 @@ async function processBatch(
 
   const failures = [...retry.map((record) => record.messageId), ...notSent];
   metrics.addMetric('EventsDelivered', 'Count', delivered);
-  metrics.addMetric('EventsRejected', 'Count', letters.length - notSent.length);
+  metrics.addMetric('EventsRejected', 'Count', letters.length - notSent.size);
   metrics.addMetric('EventsRetried', 'Count', failures.length);
   return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })) };
 }
@@ -132,7 +136,10 @@ async function delayRateLimited(
     const outcome = outcomes.get(record.messageId);
     if (outcome?.kind !== 'retry' || outcome.notBefore === undefined) continue;
     const wait = Math.ceil((outcome.notBefore - deps.clock.now()) / 1000);
-    const seconds = Math.min(deps.options.maxDelaySeconds, Math.max(0, wait));
+    // A reset already past (or under a second away) needs no delay: setting the visibility to
+    // 0 would bring the message straight back, sooner than the queue's own timeout.
+    if (wait < 1) continue;
+    const seconds = Math.min(deps.options.maxDelaySeconds, wait);
     bySeconds.set(seconds, [...(bySeconds.get(seconds) ?? []), record]);
   }
   for (const [seconds, records] of bySeconds) {

@@ -2,7 +2,7 @@ import type { Chunk, PlannedItem } from './batch-plan.ts';
 import {
   MauticAuthError,
   MauticBatchLimitError,
-  MauticError,
+  MauticPermanentError,
   MauticRateLimitError,
   MauticResponseError,
   MauticTransientError,
@@ -78,9 +78,12 @@ const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
  * order; entities run `concurrency` at a time.
  *
  * - 401: the token is re-read bypassing the cache and the call retried once; a second 401 asks
- *   the refresher for a refresh and leaves the items to the queue.
+ *   the refresher for a refresh and leaves this and every later item to the queue.
  * - 429: no more Mautic calls in this run; what is left waits until the rate-limit window resets.
  * - "A max of N entities": the chunk is split to N (at most half) and the limit remembered.
+ * - A whole-call 400/422/413: the chunk is halved until the item at fault is refused alone.
+ *   Mautic's 404 for an unknown path refuses the events (the entity does not exist). Any other
+ *   whole-call refusal (403, redirect, 405) is configuration: logged, items left to the queue.
  * - Other transient failures: full-jitter exponential backoff while time remains before `deadline`.
  */
 export async function deliverChunks(
@@ -109,6 +112,7 @@ export async function deliverChunks(
 class DeliveryRun {
   readonly outcomes = new Map<string, MessageOutcome>();
   #rateLimitedUntil: number | undefined;
+  #unauthorized: string | undefined;
   #refreshRequested = false;
   readonly #deadline: number;
   readonly #deps: DeliveryDeps;
@@ -128,10 +132,7 @@ class DeliveryRun {
   }
 
   async deliverChunk(chunk: Chunk): Promise<void> {
-    const limit = Math.min(
-      this.#options.batchSize,
-      this.#deps.learnedLimit.value ?? Number.POSITIVE_INFINITY,
-    );
+    const limit = this.#limit();
     for (let start = 0; start < chunk.items.length; start += limit) {
       await this.#deliverItems(chunk, chunk.items.slice(start, start + limit));
     }
@@ -139,20 +140,10 @@ class DeliveryRun {
 
   async #deliverItems(chunk: Chunk, items: PlannedItem[]): Promise<void> {
     let freshToken = false;
-    for (let attempt = 1; ; attempt++) {
-      if (this.#rateLimitedUntil !== undefined) {
-        return this.#settle(items, {
-          kind: 'retry',
-          reason: 'rate_limited',
-          notBefore: this.#rateLimitedUntil,
-        });
-      }
-      if (
-        this.#deps.clock.now() > this.#deadline - this.#options.deadlineMarginMs ||
-        this.#signal?.aborted
-      ) {
-        return this.#settle(items, { kind: 'retry', reason: 'deadline' });
-      }
+    let attempt = 1;
+    for (;;) {
+      const stopped = this.#stopped();
+      if (stopped) return this.#settle(items, stopped);
       let accessToken: string;
       try {
         accessToken = await this.#deps.tokens.accessToken({ fresh: freshToken });
@@ -165,66 +156,135 @@ class DeliveryRun {
       }
 
       const started = this.#deps.clock.now();
+      let results: ItemResult[];
       try {
-        const results = await this.#call(chunk, items, accessToken);
-        this.#record(chunk, items, started, results);
-        items.forEach((item, index) => {
-          this.#settle([item], outcomeOf(results[index]));
-        });
-        return;
+        results = await this.#call(chunk, items, accessToken);
       } catch (error) {
         this.#record(chunk, items, started, error);
-        if (error instanceof MauticBatchLimitError && items.length > 1) {
-          const limit = Math.max(1, Math.min(error.limit, Math.ceil(items.length / 2)));
-          this.#deps.learnedLimit.value = Math.min(limit, this.#deps.learnedLimit.value ?? limit);
-          for (let start = 0; start < items.length; start += limit) {
-            await this.#deliverItems(chunk, items.slice(start, start + limit));
-          }
-          return;
+        if (error instanceof MauticAuthError && !freshToken) {
+          freshToken = true;
+          continue;
         }
-        if (error instanceof MauticAuthError) {
-          if (!freshToken) {
-            freshToken = true;
-            attempt--;
-            continue;
-          }
-          await this.#requestRefresh(`mautic_${error.reason}`);
-          return this.#settle(items, { kind: 'retry', reason: `unauthorized_${error.reason}` });
+        const next = await this.#afterFailure(chunk, items, error, attempt);
+        if (next === 'again') {
+          attempt++;
+          continue;
         }
-        if (error instanceof MauticRateLimitError) {
-          const resetAt =
-            error.resetAt ?? this.#deps.clock.now() + this.#options.defaultRateLimitDelayMs;
-          this.#rateLimitedUntil = Math.max(this.#rateLimitedUntil ?? 0, resetAt);
-          return this.#settle(items, {
-            kind: 'retry',
-            reason: 'rate_limited',
-            notBefore: this.#rateLimitedUntil,
-          });
-        }
-        if (error instanceof MauticError && !error.retryable) {
-          return this.#settle(items, {
-            kind: 'rejected',
-            reason: 'mautic_refused_call',
-            ...(error.status === undefined ? {} : { status: error.status }),
-            message: error.message,
-          });
-        }
-        let reason = 'unexpected_error';
-        if (error instanceof MauticTransientError) reason = `mautic_${error.kind}`;
-        else if (error instanceof MauticResponseError) reason = 'mautic_bad_response';
-        if (!(error instanceof MauticError)) {
-          this.#deps.logger.error('Unexpected error delivering to Mautic', {
-            error: describe(error),
-          });
-        }
-        const backoff = this.#backoff(attempt);
-        const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
-        if (aborted || attempt >= this.#options.maxAttempts || !this.#timeFor(backoff)) {
-          return this.#settle(items, { kind: 'retry', reason });
-        }
-        await this.#deps.sleep(backoff);
+        return;
       }
+      this.#record(chunk, items, started, results);
+      items.forEach((item, index) => {
+        this.#settle([item], outcomeOf(results[index]));
+      });
+      return;
     }
+  }
+
+  /** Why no more calls are made in this run, if none are. */
+  #stopped(): MessageOutcome | undefined {
+    if (this.#rateLimitedUntil !== undefined) {
+      return { kind: 'retry', reason: 'rate_limited', notBefore: this.#rateLimitedUntil };
+    }
+    // After a second 401 the refresher was asked for a new token: calls before it lands only fail.
+    if (this.#unauthorized !== undefined) return { kind: 'retry', reason: this.#unauthorized };
+    if (
+      this.#deps.clock.now() > this.#deadline - this.#options.deadlineMarginMs ||
+      this.#signal?.aborted
+    ) {
+      return { kind: 'retry', reason: 'deadline' };
+    }
+    return undefined;
+  }
+
+  /**
+   * Settles or splits the items after a failed call, or answers 'again' when a retry after a
+   * backoff is worth it.
+   */
+  async #afterFailure(
+    chunk: Chunk,
+    items: PlannedItem[],
+    error: unknown,
+    attempt: number,
+  ): Promise<'again' | 'done'> {
+    const split = async (size: number) => {
+      for (let start = 0; start < items.length; start += size) {
+        await this.#deliverItems(chunk, items.slice(start, start + size));
+      }
+      return 'done' as const;
+    };
+    if (error instanceof MauticBatchLimitError && error.limit < items.length) {
+      const limit = Math.max(1, Math.min(error.limit, Math.ceil(items.length / 2)));
+      this.#deps.learnedLimit.value = Math.min(limit, this.#deps.learnedLimit.value ?? limit);
+      return split(limit);
+    }
+    if (error instanceof MauticAuthError) {
+      await this.#requestRefresh(`mautic_${error.reason}`);
+      this.#unauthorized = `unauthorized_${error.reason}`;
+      this.#settle(items, { kind: 'retry', reason: this.#unauthorized });
+      return 'done';
+    }
+    if (error instanceof MauticRateLimitError) {
+      const resetAt =
+        error.resetAt ?? this.#deps.clock.now() + this.#options.defaultRateLimitDelayMs;
+      this.#rateLimitedUntil = Math.max(this.#rateLimitedUntil ?? 0, resetAt);
+      this.#settle(items, {
+        kind: 'retry',
+        reason: 'rate_limited',
+        notBefore: this.#rateLimitedUntil,
+      });
+      return 'done';
+    }
+    if (error instanceof MauticPermanentError) {
+      // A 400/422 or 413 of the whole call is about its content: halve it to find the item at
+      // fault, and refuse that item alone.
+      if (error.status === 400 || error.status === 422 || error.status === 413) {
+        if (items.length > 1) return split(Math.ceil(items.length / 2));
+        this.#settle(items, {
+          kind: 'rejected',
+          reason: 'mautic_refused_item',
+          status: error.status,
+          message: error.message,
+        });
+        return 'done';
+      }
+      // Mautic's own 404 for a path it has no route for: the entity does not exist.
+      if (error.status === 404 && error.mauticMessage?.startsWith('Requested URL not found')) {
+        this.#settle(items, {
+          kind: 'rejected',
+          reason: 'mautic_unknown_entity',
+          status: 404,
+          message: error.message,
+        });
+        return 'done';
+      }
+      // Anything else (403, another 404, a redirect, 405) is the relay's configuration or
+      // Mautic's permissions, not the events: keep them on the queue and say so loudly.
+      this.#deps.logger.error(
+        "Mautic refused the call; check the base URL and the API user's permissions",
+        {
+          entity: chunk.entity,
+          action: chunk.action,
+          status: error.status,
+          error: describe(error),
+        },
+      );
+      this.#settle(items, { kind: 'retry', reason: `mautic_refused_${error.status}` });
+      return 'done';
+    }
+    let reason = 'unexpected_error';
+    if (error instanceof MauticTransientError) reason = `mautic_${error.kind}`;
+    else if (error instanceof MauticResponseError) reason = 'mautic_bad_response';
+    else if (error instanceof MauticBatchLimitError) reason = 'mautic_batch_limit';
+    else
+      this.#deps.logger.error('Unexpected error delivering to Mautic', { error: describe(error) });
+    const backoff = this.#backoff(attempt);
+    const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
+    if (aborted || attempt >= this.#options.maxAttempts || !this.#timeFor(backoff)) {
+      this.#settle(items, { kind: 'retry', reason });
+      return 'done';
+    }
+    await this.#deps.sleep(backoff);
+    return 'again';
   }
 
   #call(chunk: Chunk, items: PlannedItem[], accessToken: string): Promise<ItemResult[]> {
@@ -260,7 +320,7 @@ class DeliveryRun {
     const { metrics, logger } = this.#deps;
     metrics.addMetric('MauticCalls', 'Count', 1);
     metrics.addMetric('MauticLatency', 'Milliseconds', durationMs);
-    metrics.addMetric('BatchFill', 'Percent', (100 * items.length) / this.#options.batchSize);
+    metrics.addMetric('BatchFill', 'Percent', (100 * items.length) / this.#limit());
     const line = { entity: chunk.entity, action: chunk.action, items: items.length, durationMs };
     if (Array.isArray(answer)) {
       const statuses: Record<string, number> = {};
@@ -273,6 +333,14 @@ class DeliveryRun {
     } else {
       logger.warn('Mautic call failed', { ...line, error: describe(answer) });
     }
+  }
+
+  /** Items per call: the configured batch size, or less once Mautic stated its limit. */
+  #limit(): number {
+    return Math.min(
+      this.#options.batchSize,
+      this.#deps.learnedLimit.value ?? Number.POSITIVE_INFINITY,
+    );
   }
 
   #settle(items: PlannedItem[], outcome: MessageOutcome): void {

@@ -46,7 +46,7 @@ const batchSchema = z.object({
   [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, 10_000),
   [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, 30),
   // 12 hours is the longest visibility timeout SQS accepts.
-  [ENV.MAX_DELAY_SECONDS]: integer(0, 43_200, 3600),
+  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, 3600),
 });
 
 /** The batch function's configuration. */

@@ -58,6 +58,19 @@ describe('SecretsManagerTokenStore', () => {
     });
   });
 
+  it('reads the secret again when the cached token has expired, before giving up', async () => {
+    secretsManager
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: tokenSecret('short-lived', 5_000) })
+      .resolves({ SecretString: tokenSecret('refreshed-token', 3_600_000) });
+    const tokens = store();
+    await tokens.accessToken();
+    now += 6_000;
+
+    await expect(tokens.accessToken()).resolves.toBe('refreshed-token');
+    expect(secretsManager.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
   it('refuses an access token whose expiry has passed', async () => {
     secretsManager
       .on(GetSecretValueCommand)

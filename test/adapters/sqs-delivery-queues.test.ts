@@ -41,9 +41,25 @@ afterEach(() => {
   sqs.reset();
 });
 
+/** An SQS batch answer: every entry successful but those in `failing`, call after call. */
+function answering(...failing: string[][]) {
+  let call = 0;
+  return (input: { Entries: Array<{ Id: string }> }) => {
+    const failed = failing[call++] ?? [];
+    return {
+      Successful: input.Entries.filter((e) => !failed.includes(e.Id)).map((e) => ({
+        Id: e.Id,
+        MessageId: `m${e.Id}`,
+        MD5OfMessageBody: '',
+      })),
+      Failed: failed.map((Id) => ({ Id, Code: 'InternalError', SenderFault: false })),
+    };
+  };
+}
+
 describe('SqsDeliveryQueues.deadLetter', () => {
   it('sends the original body and attributes with the reason, in batches of 10', async () => {
-    sqs.on(SendMessageBatchCommand).resolves({ Successful: [], Failed: [] });
+    sqs.on(SendMessageBatchCommand).callsFake(answering());
     const first = letter(0);
     first.message = message(0, {
       source: { dataType: 'String', stringValue: 'crm' },
@@ -74,7 +90,7 @@ describe('SqsDeliveryQueues.deadLetter', () => {
   });
 
   it("keeps at most 10 attributes, the relay's own always among them", async () => {
-    sqs.on(SendMessageBatchCommand).resolves({ Failed: [] });
+    sqs.on(SendMessageBatchCommand).callsFake(answering());
     const many = letter(0);
     many.message = message(
       0,
@@ -94,15 +110,7 @@ describe('SqsDeliveryQueues.deadLetter', () => {
   });
 
   it('retries failed entries once and reports those that failed twice', async () => {
-    sqs
-      .on(SendMessageBatchCommand)
-      .resolvesOnce({
-        Failed: [
-          { Id: '0', Code: 'InternalError', SenderFault: false },
-          { Id: '2', Code: 'InternalError', SenderFault: false },
-        ],
-      })
-      .resolvesOnce({ Failed: [{ Id: '2', Code: 'InternalError', SenderFault: false }] });
+    sqs.on(SendMessageBatchCommand).callsFake(answering(['0', '2'], ['2']));
 
     const failed = await queues().deadLetter([letter(0), letter(1), letter(2)]);
 
@@ -111,6 +119,28 @@ describe('SqsDeliveryQueues.deadLetter', () => {
       .commandCalls(SendMessageBatchCommand)[1]
       ?.args[0].input.Entries?.map((e) => e.Id);
     expect(retried).toEqual(['0', '2']);
+  });
+
+  it('counts as sent only what SQS lists as successful', async () => {
+    sqs
+      .on(SendMessageBatchCommand)
+      .resolves({ Successful: [{ Id: '1', MessageId: 'x', MD5OfMessageBody: '' }], Failed: [] });
+
+    await expect(queues().deadLetter([letter(0), letter(1)])).resolves.toEqual(['msg-0']);
+  });
+
+  it('keeps each SendMessageBatch within 1 MiB', async () => {
+    sqs.on(SendMessageBatchCommand).callsFake(answering());
+    const big = (n: number): DeadLetter => ({
+      ...letter(n),
+      message: { ...message(n), body: 'x'.repeat(400_000) },
+    });
+
+    await queues().deadLetter([big(0), big(1), big(2), letter(3)]);
+
+    expect(
+      sqs.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input.Entries?.length),
+    ).toEqual([2, 2]);
   });
 
   it('reports every message of a call that throws twice', async () => {
@@ -123,7 +153,7 @@ describe('SqsDeliveryQueues.deadLetter', () => {
 
 describe('SqsDeliveryQueues.delay', () => {
   it('changes the visibility of each message on the events queue', async () => {
-    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({ Failed: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).callsFake(answering());
 
     const failed = await queues().delay([message(1), message(2)], 120);
 

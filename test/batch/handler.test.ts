@@ -60,6 +60,7 @@ async function startRelay(options: {
   batchSize?: number;
   maxReceiveCount?: number;
   deadLetterQueueUrl?: string;
+  concurrency?: number;
 }) {
   output = [];
   // Powertools writes INFO and metrics to stdout, WARN and ERROR to stderr: keep both.
@@ -76,14 +77,20 @@ async function startRelay(options: {
     maxReceiveCount: options.maxReceiveCount ?? 5,
     visibilityTimeoutSeconds: 1,
   });
-  const tokenStore = { current: sim.issueToken().accessToken, tokensSeen: [] as string[] };
+  // Like the Secrets Manager store: reads are cached until a read asks for a fresh one.
+  const first = sim.issueToken().accessToken;
+  const tokenStore = { current: first, cached: first, tokensSeen: [] as string[], freshReads: 0 };
   const refreshes: string[] = [];
   const handler = createBatchHandler({
     api: new MauticApiClient({ baseUrl: sim.url, fetch, timeoutMs: 2_000 }),
     tokens: {
-      accessToken: async () => {
-        tokenStore.tokensSeen.push(tokenStore.current);
-        return tokenStore.current;
+      accessToken: async (read) => {
+        if (read?.fresh) {
+          tokenStore.freshReads++;
+          tokenStore.cached = tokenStore.current;
+        }
+        tokenStore.tokensSeen.push(tokenStore.cached);
+        return tokenStore.cached;
       },
     },
     // Stands in for the refresher: it writes a new token that later reads see.
@@ -109,6 +116,7 @@ async function startRelay(options: {
       maxBackoffMs: 50,
       maxDelaySeconds: 30,
       batchSize: options.batchSize ?? 200,
+      concurrency: options.concurrency ?? DEFAULT_DELIVERY_OPTIONS.concurrency,
     },
   });
   const reports: InvokeReport[] = [];
@@ -270,7 +278,7 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     await expectAccountedFor(relay, dead, (e) =>
       e.entity === 'contacts'
         ? contactEmails(relay.sim).has(String(e.data?.email).toLowerCase())
-        : e.data?.name === 'VIP',
+        : e.data?.name === 'VIP' && relay.sim.records('segments').some((r) => r.name === 'VIP'),
     );
   });
 
@@ -334,20 +342,43 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     expect(contactEmails(relay.sim).size).toBe(250);
   });
 
-  it('gets a new token when the one in hand expires mid-stream', async () => {
-    const relay = await startRelay({});
-    await relay.send(creates(20, 'a'));
-    await relay.drain();
-    relay.sim.expireAccessTokens();
-    await relay.send(creates(20, 'b'));
+  it('gets a new token when the one in hand expires mid-batch', async () => {
+    // The simulator's clock jumps two hours from the second API call on (a request is logged
+    // before it is answered), so the token expires between the contacts call and the
+    // companies call of the same batch.
+    let simulator: MauticSimulator | undefined;
+    const jumped = () =>
+      (simulator?.requests.filter((r) => r.path.startsWith('/api/')).length ?? 0) > 1;
+    const relay = await startRelay({
+      concurrency: 1,
+      sim: { now: () => Date.now() + (jumped() ? 7_200_000 : 0) },
+    });
+    simulator = relay.sim;
+    await relay.send([
+      ...creates(20),
+      ...Array.from({ length: 5 }, (_, i) => ({
+        entity: 'companies',
+        action: 'create' as const,
+        data: { companyname: `C${i}` },
+      })),
+    ]);
 
     await relay.drain();
 
+    expect(apiCalls(relay.sim).map((r) => [r.path, r.status])).toEqual([
+      ['/api/contacts/batch/new', 201],
+      ['/api/companies/batch/new', 401],
+      ['/api/companies/batch/new', 401],
+      ['/api/companies/batch/new', 401],
+      ['/api/companies/batch/new', 201],
+    ]);
     expect(relay.refreshes).toEqual(['mautic_token_expired']);
-    expect(apiCalls(relay.sim).map((r) => r.status)).toEqual([201, 401, 401, 201]);
-    expect(contactEmails(relay.sim).size).toBe(40);
+    expect(relay.tokenStore.freshReads).toBe(2);
+    expect(relay.sim.records('companies')).toHaveLength(5);
     await expectAccountedFor(relay, [], (e) =>
-      contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
+      e.entity === 'companies'
+        ? relay.sim.records('companies').some((r) => r.companyname === e.data?.companyname)
+        : contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
     expectNoTokenInOutput(relay.tokenStore.tokensSeen);
   });
@@ -398,6 +429,7 @@ function directHandler(
   sim: MauticSimulator,
   accessToken: string,
   delays: Array<[string[], number]>,
+  overrides: Partial<Parameters<typeof createBatchHandler>[0]> = {},
 ) {
   return createBatchHandler({
     api: new MauticApiClient({ baseUrl: sim.url, fetch }),
@@ -417,6 +449,7 @@ function directHandler(
     random: () => 0,
     learnedLimit: { value: undefined },
     options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900 },
+    ...overrides,
   });
 }
 
@@ -486,6 +519,87 @@ describe('batch handler, called directly', () => {
       // Had the call not been aborted, Mautic's answer (5 s later) would have delivered it.
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
       expect(sim.requests).toHaveLength(1);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('publishes how many events were delivered, dead-lettered and left to the queue', async () => {
+    const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
+    try {
+      const output: string[] = [];
+      vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+        output.push(String(chunk));
+        return true;
+      });
+      const handler = directHandler(sim, sim.issueToken().accessToken, []);
+      const records = sqsRecords(3);
+      records[2] = { ...records[2], body: 'not json' } as (typeof records)[number];
+
+      const response = await handler({ Records: records }, lambdaContext(30_000));
+
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+      const emf = output
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((line) => '_aws' in line);
+      expect(emf).toMatchObject({
+        EventsDelivered: 1,
+        EventsRejected: 1,
+        EventsRetried: 1,
+        MauticCalls: [1, 1],
+      });
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('still reports rate-limited events as failures when the delay cannot be set, and logs it', async () => {
+    const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
+    try {
+      const lines: string[] = [];
+      vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+        lines.push(String(chunk));
+        return true;
+      });
+      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        logger: new Logger({ serviceName: 'batch-test' }),
+        queues: {
+          deadLetter: async () => [],
+          delay: async () => Promise.reject(new Error('AccessDenied')),
+        },
+      });
+
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+      expect(lines.join('')).toContain('Could not delay rate-limited events');
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('sets no delay when the rate-limit window has already reset', async () => {
+    const sim = await startMauticSimulator();
+    try {
+      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+      sim.inject(
+        { path: '/api/contacts/batch/new' },
+        {
+          status: 429,
+          headers: { 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) - 10) },
+        },
+      );
+      const delays: Array<[string[], number]> = [];
+
+      const response = await directHandler(
+        sim,
+        sim.issueToken().accessToken,
+        delays,
+      )({ Records: sqsRecords(1) }, lambdaContext(30_000));
+
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
+      expect(delays).toEqual([]);
     } finally {
       await sim.close();
     }

@@ -6,6 +6,7 @@ import {
   deliverChunks,
   type MessageOutcome,
 } from '../../functions/core/delivery.ts';
+import { MauticPermanentError } from '../../functions/core/errors.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
@@ -309,25 +310,181 @@ describe('deliverChunks', () => {
     expect(sim.records('contacts')).toHaveLength(240);
   });
 
-  it('dead-letters every item of a call Mautic refuses as a whole (403)', async () => {
+  it('keeps every item on the queue and logs an error when Mautic refuses a call for configuration reasons', async () => {
+    const forbidden =
+      '{"errors":[{"code":403,"message":"You do not have access to the requested area/action.","details":[]}]}';
+    sim.inject(
+      { path: '/api/contacts/batch/new' },
+      { status: 403, headers: json, body: forbidden },
+    );
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      { status: 302, headers: { location: 'https://elsewhere.example/' } },
+    );
+
+    const outcomes = await deliverChunks(
+      plan([...creates(2), { entity: 'companies', action: 'create', data: { companyname: 'A' } }]),
+      deadline(),
+      deps,
+    );
+
+    expect([...outcomes.values()]).toEqual([
+      { kind: 'retry', reason: 'mautic_refused_403' },
+      { kind: 'retry', reason: 'mautic_refused_403' },
+      { kind: 'retry', reason: 'mautic_refused_302' },
+    ]);
+    const errors = logs.filter((l) => l.level === 'error');
+    expect(errors.map((l) => l.message)).toEqual([
+      "Mautic refused the call; check the base URL and the API user's permissions",
+      "Mautic refused the call; check the base URL and the API user's permissions",
+    ]);
+    expect(errors[0]?.extra).toEqual([
+      expect.objectContaining({ entity: 'contacts', status: 403 }),
+    ]);
+  });
+
+  it('refuses the events of an entity Mautic has no route for (its own 404)', async () => {
+    const outcomes = await deliverChunks(
+      plan([{ entity: 'nosuchthings', action: 'create', data: { a: 1 } }, ...creates(1)]),
+      deadline(),
+      deps,
+    );
+
+    const [unknown, contact] = [...outcomes.values()];
+    expect(unknown).toMatchObject({
+      kind: 'rejected',
+      reason: 'mautic_unknown_entity',
+      status: 404,
+    });
+    expect(contact).toMatchObject({ kind: 'delivered' });
+  });
+
+  it('halves a call Mautic answers 400 as a whole until it refuses the one item at fault', async () => {
+    const chunks = plan(creates(4));
+    // The whole call, then the half holding item 2, then item 2 alone: 400; the rest pass.
+    const bad = '{"errors":[{"code":400,"message":"Invalid json message received","details":[]}]}';
+    sim.inject({ path: '/api/contacts/batch/new' }, { status: 400, headers: json, body: bad });
+    const outcomes = await deliverChunks(chunks, deadline(), {
+      ...deps,
+      api: {
+        ...deps.api,
+        create: (entity, items, call) =>
+          items.some((item) => item.email === 'u2@example.com') && items.length < 4
+            ? Promise.reject(
+                new MauticPermanentError({
+                  method: 'POST',
+                  path: '/api/contacts/batch/new',
+                  status: 400,
+                  mauticMessage: 'Invalid json message received',
+                }),
+              )
+            : deps.api.create(entity, items, call),
+      },
+    });
+
+    const byEmail = new Map(
+      chunks[0]?.items.map((item) => [item.payload.email, outcomes.get(item.messageIds[0] ?? '')]),
+    );
+    expect(byEmail.get('u2@example.com')).toMatchObject({
+      kind: 'rejected',
+      reason: 'mautic_refused_item',
+      status: 400,
+    });
+    for (const email of ['u0@example.com', 'u1@example.com', 'u3@example.com'])
+      expect(byEmail.get(email)?.kind).toBe('delivered');
+  });
+
+  it('does not learn a batch limit that the call did not exceed', async () => {
     sim.inject(
       { path: '/api/contacts/batch/new' },
       {
-        status: 403,
+        status: 500,
         headers: json,
-        body: '{"errors":[{"code":403,"message":"You do not have access to the requested area/action.","details":[]}]}',
+        body: '{"errors":[{"code":500,"message":"A max of 200 entities are supported at a time.","details":[]}]}',
       },
     );
 
     const outcomes = await deliverChunks(plan(creates(2)), deadline(), deps);
 
-    expect([...outcomes.values()][0]).toEqual({
-      kind: 'rejected',
-      reason: 'mautic_refused_call',
-      status: 403,
-      message:
-        'POST /api/contacts/batch/new failed with status 403 (You do not have access to the requested area/action.)',
-    });
+    expect(deps.learnedLimit.value).toBeUndefined();
+    expect(kinds(outcomes)).toEqual(['delivered', 'delivered']);
+    expect(sleeps).toHaveLength(1);
+  });
+
+  it('makes no more calls after a second 401 and asks the refresher only once', async () => {
+    sim.expireAccessTokens();
+
+    await deliverChunks(
+      plan([...creates(2), { entity: 'companies', action: 'create', data: { companyname: 'A' } }]),
+      deadline(),
+      deps,
+      {
+        ...DEFAULT_DELIVERY_OPTIONS,
+        concurrency: 1,
+      },
+    );
+
+    expect(apiCalls().map((r) => r.path)).toEqual([
+      '/api/contacts/batch/new',
+      '/api/contacts/batch/new',
+    ]);
+    expect(refreshes).toEqual(['mautic_token_expired']);
+  });
+
+  it('logs a refresher that cannot be reached and still leaves the items to the queue', async () => {
+    sim.expireAccessTokens();
+    deps.refresher = {
+      requestRefresh: async () => {
+        throw new Error('TooManyRequestsException');
+      },
+    };
+
+    const outcomes = await deliverChunks(plan(creates(1)), deadline(), deps);
+
+    expect([...outcomes.values()]).toEqual([
+      { kind: 'retry', reason: 'unauthorized_token_expired' },
+    ]);
+    expect(
+      logs.find((l) => l.message === 'Could not ask the token refresher for a refresh'),
+    ).toBeDefined();
+  });
+
+  it('waits the default delay after a 429 without X-RateLimit-Reset, across entities running at once', async () => {
+    sim.inject(
+      { path: /batch\/new$/ },
+      {
+        status: 429,
+        body: '{"errors":[{"code":429,"message":"You exceeded the rate limit of 1 API calls per hour.","details":[]}]}',
+      },
+      2,
+    );
+
+    const outcomes = await deliverChunks(
+      plan([
+        ...creates(1),
+        { entity: 'companies', action: 'create', data: { companyname: 'A' } },
+        { entity: 'segments', action: 'create', data: { name: 'S' } },
+      ]),
+      deadline(),
+      deps,
+      { ...DEFAULT_DELIVERY_OPTIONS, concurrency: 2 },
+    );
+
+    const notBefore = START + DEFAULT_DELIVERY_OPTIONS.defaultRateLimitDelayMs;
+    expect([...outcomes.values()]).toEqual(
+      Array(3).fill({ kind: 'retry', reason: 'rate_limited', notBefore }),
+    );
+    expect(apiCalls()).toHaveLength(2);
+  });
+
+  it('measures batch fill against the limit Mautic stated once it is learned', async () => {
+    deps.learnedLimit.value = 50;
+
+    await deliverChunks(plan(creates(60)), deadline(), deps);
+
+    expect(metrics.filter(([name]) => name === 'BatchFill').map(([, , value]) => value)).toEqual([
+      100, 20,
+    ]);
   });
 
   it('retries an answer of an unexpected shape, and stops at an aborted signal', async () => {

@@ -30,10 +30,10 @@ describe('loadBatchConfig', () => {
       ...required,
       BATCH_SIZE: '50',
       DELIVERY_CONCURRENCY: '1',
-      MAX_DELAY_SECONDS: '0',
+      MAX_DELAY_SECONDS: '1',
     });
 
-    expect(config).toMatchObject({ batchSize: 50, deliveryConcurrency: 1, maxDelaySeconds: 0 });
+    expect(config).toMatchObject({ batchSize: 50, deliveryConcurrency: 1, maxDelaySeconds: 1 });
   });
 
   it('names every missing or invalid variable in one error, without its value', () => {

@@ -1,0 +1,34 @@
+/** SQS batch calls take at most 10 entries and 1 MiB of messages summed. */
+const MAX_ENTRIES = 10;
+const MAX_BATCH_BYTES = 1024 * 1024;
+
+/** Consecutive groups of at most 10 items whose sizes add up to at most 1 MiB. */
+export function groupsOf<T>(items: ReadonlyArray<T>, sizeOf: (item: T) => number): T[][] {
+  const groups: T[][] = [];
+  let current: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = sizeOf(item);
+    if (current.length === MAX_ENTRIES || (current.length > 0 && bytes + size > MAX_BATCH_BYTES)) {
+      groups.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(item);
+    bytes += size;
+  }
+  if (current.length > 0) groups.push(current);
+  return groups;
+}
+
+/**
+ * The ids of the batch entries SQS did not list as successful. Batch calls answer 200 even when
+ * entries failed; only an entry listed in `Successful` is done, so anything else is retried.
+ */
+export function notListed<T>(
+  entries: ReadonlyArray<[string, T]>,
+  successful: ReadonlyArray<{ Id?: string | undefined }> | undefined,
+): string[] {
+  const done = new Set((successful ?? []).map((entry) => entry.Id));
+  return entries.map(([id]) => id).filter((id) => !done.has(id));
+}
