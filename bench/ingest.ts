@@ -1,0 +1,457 @@
+/**
+ * What the ingest path costs: requests per second, p50/p99 latency and peak memory of the real
+ * ingest handler behind the local HTTP front (signature check, schema, SendMessageBatch to an
+ * in-process fauxqs queue), against a bare node:http server that only verifies the Standard
+ * Webhooks signature and answers 202. Each server runs in a child process of its own, so its
+ * peak RSS is its own; the load (signed 1 KiB bodies over keep-alive connections) comes from
+ * this process, the same for both.
+ *
+ *   npm run bench:ingest -- [requests=3000] [concurrency=16]
+ *
+ * The relay's process also holds the queue emulator, so its memory and CPU include fauxqs'.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+// Only node:crypto behind this one: the baseline process must not load the relay's modules,
+// or its peak RSS would count them. The relay's are imported in startRelay.
+import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
+
+type Side = 'baseline' | 'relay';
+
+const WARM_UP_REQUESTS = 300;
+const BODY_BYTES = 1024;
+const REQUEST_TIMEOUT_MS = 10_000;
+const CHILD_READY_TIMEOUT_MS = 20_000;
+const CHILD_DONE_TIMEOUT_MS = 10_000;
+/** The whole run, children included, stops here whatever happens. */
+const RUN_TIMEOUT_MS = 120_000;
+const SECRET_ENV = 'BENCH_WEBHOOK_SECRET';
+
+/** Child → parent messages. */
+type ChildMessage =
+  | { type: 'ready'; url: string }
+  | { type: 'done'; maxRssKiB: number; queued?: number }
+  | { type: 'failed'; message: string };
+
+interface ChildReport {
+  maxRssKiB: number;
+  queued?: number;
+}
+
+interface PhaseResult {
+  seconds: number;
+  latenciesMs: number[];
+  statuses: Map<number, number>;
+  samples: Map<number, string>;
+  errors: string[];
+}
+
+if (process.argv[2] === 'serve') {
+  await serve(process.argv[3] as Side);
+} else {
+  await main();
+}
+
+async function main(): Promise<void> {
+  const requests = positiveInteger(process.argv[2], 3000, 'requests');
+  const concurrency = positiveInteger(process.argv[3], 16, 'concurrency');
+  const secret = `whsec_${randomBytes(32).toString('base64')}`;
+  const children = new Set<ChildProcess>();
+  const watchdog = setTimeout(() => {
+    console.error(`bench:ingest: the run took longer than ${RUN_TIMEOUT_MS / 1000} s; stopping`);
+    for (const child of children) child.kill('SIGKILL');
+    process.exit(1);
+  }, RUN_TIMEOUT_MS);
+  watchdog.unref();
+
+  try {
+    const results: Record<Side, { phase: PhaseResult; report: ChildReport }> = {
+      baseline: await measure('baseline', { requests, concurrency, secret, children }),
+      relay: await measure('relay', { requests, concurrency, secret, children }),
+    };
+    const queued = results.relay.report.queued;
+    if (queued !== WARM_UP_REQUESTS + requests) {
+      throw new Error(
+        `the relay's queue holds ${queued} messages, not ${WARM_UP_REQUESTS + requests}`,
+      );
+    }
+    print(results, { requests, concurrency });
+  } catch (error) {
+    console.error(`bench:ingest failed: ${error instanceof Error ? error.message : error}`);
+    process.exitCode = 1;
+  } finally {
+    for (const child of children) child.kill('SIGKILL');
+    clearTimeout(watchdog);
+  }
+}
+
+async function measure(
+  side: Side,
+  options: { requests: number; concurrency: number; secret: string; children: Set<ChildProcess> },
+): Promise<{ phase: PhaseResult; report: ChildReport }> {
+  const { requests, concurrency, secret, children } = options;
+  const child = fork(fileURLToPath(import.meta.url), ['serve', side], {
+    env: { ...process.env, [SECRET_ENV]: secret },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  children.add(child);
+  try {
+    const ready = await nextMessage(child, 'ready', CHILD_READY_TIMEOUT_MS);
+    const url = `${ready.url}/events`;
+    const key = parseCredentials({ webhookSecrets: [secret], apiKeys: [] }).webhookKeys[0];
+    if (key === undefined) throw new Error('the generated secret gave no key');
+    const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+    try {
+      const warmUp = await runPhase(
+        url,
+        agent,
+        signedRequests(key, `${side}-w`, WARM_UP_REQUESTS),
+        concurrency,
+      );
+      requireAll202(side, 'warm-up', warmUp);
+      const phase = await runPhase(url, agent, signedRequests(key, side, requests), concurrency);
+      requireAll202(side, 'measured run', phase);
+      child.send({ type: 'stop' });
+      const done = await nextMessage(child, 'done', CHILD_DONE_TIMEOUT_MS);
+      const report: ChildReport = { maxRssKiB: done.maxRssKiB };
+      if (done.queued !== undefined) report.queued = done.queued;
+      return { phase, report };
+    } finally {
+      agent.destroy();
+    }
+  } finally {
+    await stopChild(child);
+    children.delete(child);
+  }
+}
+
+interface SignedRequest {
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/**
+ * Requests signed up front, so the load generator spends its time sending. Each carries one
+ * contacts create event padded to exactly BODY_BYTES, and a webhook id of its own.
+ */
+function signedRequests(key: Buffer, prefix: string, count: number): SignedRequest[] {
+  const timestamp = Math.floor(Date.now() / 1000);
+  return Array.from({ length: count }, (_, index) => {
+    const id = `msg_${prefix}_${index}`;
+    const body = paddedEvent(index);
+    return {
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'content-length': String(body.length),
+        'webhook-id': id,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signWebhook(key, id, timestamp, body),
+      },
+    };
+  });
+}
+
+function paddedEvent(index: number): Buffer {
+  const event = (notes: string) => ({
+    entity: 'contacts',
+    action: 'create',
+    data: { email: `bench-${index}@example.com`, firstname: 'Bench', lastname: 'Mark', notes },
+  });
+  const bare = Buffer.byteLength(JSON.stringify(event('')));
+  return Buffer.from(JSON.stringify(event('x'.repeat(Math.max(0, BODY_BYTES - bare)))));
+}
+
+/** Sends every request with `concurrency` in flight at once, each timed on its own. */
+async function runPhase(
+  url: string,
+  agent: Agent,
+  requests: ReadonlyArray<SignedRequest>,
+  concurrency: number,
+): Promise<PhaseResult> {
+  const result: PhaseResult = {
+    seconds: 0,
+    latenciesMs: [],
+    statuses: new Map(),
+    samples: new Map(),
+    errors: [],
+  };
+  let next = 0;
+  const worker = async () => {
+    while (next < requests.length) {
+      const signed = requests[next++] as SignedRequest;
+      const started = performance.now();
+      try {
+        const { status, body } = await post(url, agent, signed);
+        result.latenciesMs.push(performance.now() - started);
+        result.statuses.set(status, (result.statuses.get(status) ?? 0) + 1);
+        if (!result.samples.has(status)) result.samples.set(status, body.slice(0, 300));
+      } catch (error) {
+        result.errors.push(error instanceof Error ? error.message : String(error));
+      }
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  result.seconds = (performance.now() - started) / 1000;
+  return result;
+}
+
+function post(
+  url: string,
+  agent: Agent,
+  signed: SignedRequest,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', agent, headers: signed.headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }),
+      );
+      res.on('error', reject);
+    });
+    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
+      req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)),
+    );
+    req.on('error', reject);
+    req.end(signed.body);
+  });
+}
+
+function requireAll202(side: Side, phaseName: string, phase: PhaseResult): void {
+  const others = [...phase.statuses].filter(([status]) => status !== 202);
+  if (others.length === 0 && phase.errors.length === 0) return;
+  const lines = others.map(
+    ([status, count]) => `  ${count} × ${status}: ${phase.samples.get(status) ?? ''}`,
+  );
+  if (phase.errors.length > 0) {
+    lines.push(`  ${phase.errors.length} × request error, first: ${phase.errors[0]}`);
+  }
+  throw new Error(`${side} ${phaseName}: not every answer was 202\n${lines.join('\n')}`);
+}
+
+function print(
+  results: Record<Side, { phase: PhaseResult; report: ChildReport }>,
+  options: { requests: number; concurrency: number },
+): void {
+  const figures = (side: Side) => {
+    const { phase, report } = results[side];
+    const sorted = [...phase.latenciesMs].sort((a, b) => a - b);
+    return {
+      rate: sorted.length / phase.seconds,
+      p50: percentile(sorted, 0.5),
+      p99: percentile(sorted, 0.99),
+      rssMiB: report.maxRssKiB / 1024,
+    };
+  };
+  const baseline = figures('baseline');
+  const relay = figures('relay');
+  const row = (name: string, f: typeof baseline) =>
+    `${name.padEnd(34)}${f.rate.toFixed(0).padStart(8)}${f.p50.toFixed(2).padStart(9)}` +
+    `${f.p99.toFixed(2).padStart(9)}${f.rssMiB.toFixed(1).padStart(14)}`;
+
+  console.log(
+    `ingest: ${options.requests} requests per side after ${WARM_UP_REQUESTS} warm-up, ` +
+      `${options.concurrency} keep-alive connections, ${BODY_BYTES}-byte signed bodies, ` +
+      `node ${process.version}, ${availableParallelism()} CPUs`,
+  );
+  console.log(`${''.padEnd(34)}   req/s   p50 ms   p99 ms  peak RSS MiB`);
+  console.log(row('baseline (verify + 202)', baseline));
+  console.log(row('relay (front + ingest + fauxqs)', relay));
+  console.log(
+    `relay / baseline: throughput ${(relay.rate / baseline.rate).toFixed(2)}x, ` +
+      `p99 ${(relay.p99 / baseline.p99).toFixed(2)}x`,
+  );
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: ReadonlyArray<number>, fraction: number): number {
+  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
+  return sorted[rank - 1] ?? Number.NaN;
+}
+
+function nextMessage<T extends ChildMessage['type']>(
+  child: ChildProcess,
+  type: T,
+  timeoutMs: number,
+): Promise<Extract<ChildMessage, { type: T }>> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      clearTimeout(timer);
+      child.off('message', onMessage).off('exit', onExit);
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`the server process sent no "${type}" within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onMessage = (message: ChildMessage) => {
+      if (message.type === 'failed') {
+        cleanup();
+        reject(new Error(`the server process failed: ${message.message}`));
+      } else if (message.type === type) {
+        cleanup();
+        resolve(message as Extract<ChildMessage, { type: T }>);
+      }
+    };
+    const onExit = (code: number | null, signal: string | null) => {
+      cleanup();
+      reject(new Error(`the server process exited (${signal ?? code}) before "${type}"`));
+    };
+    child.on('message', onMessage).on('exit', onExit);
+  });
+}
+
+/** Waits a little for the child to leave by itself, then kills it. */
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_DONE_TIMEOUT_MS);
+  if (child.connected) child.disconnect();
+  await exited;
+  clearTimeout(timer);
+}
+
+// ---- the server processes ----
+
+async function serve(side: Side): Promise<void> {
+  const reply = (message: ChildMessage) => process.send?.(message);
+  // The parent is gone: nobody will ask this process to stop.
+  process.once('disconnect', () => process.exit(0));
+  try {
+    const secret = process.env[SECRET_ENV];
+    if (secret === undefined) throw new Error(`${SECRET_ENV} is not set`);
+    const server = side === 'relay' ? await startRelay(secret) : await startBaseline(secret);
+    process.on('message', (message: { type?: string }) => {
+      if (message.type !== 'stop') return;
+      void (async () => {
+        const queued = await server.stop();
+        const done: Extract<ChildMessage, { type: 'done' }> = {
+          type: 'done',
+          maxRssKiB: process.resourceUsage().maxRSS,
+        };
+        if (queued !== undefined) done.queued = queued;
+        reply(done);
+      })().catch((error: unknown) => reply({ type: 'failed', message: String(error) }));
+    });
+    reply({ type: 'ready', url: server.url });
+  } catch (error) {
+    reply({ type: 'failed', message: error instanceof Error ? error.message : String(error) });
+    process.exitCode = 1;
+  }
+}
+
+/** Resolves to the number of messages queued, where there is a queue. */
+interface BenchServer {
+  url: string;
+  stop(): Promise<number | undefined>;
+}
+
+/** The real ingest handler behind the local front, queuing to fauxqs in this process. */
+async function startRelay(secret: string): Promise<BenchServer> {
+  const [
+    { Logger },
+    { SqsEventQueue },
+    { DEFAULT_INGEST_LIMITS },
+    { createIngestHandler },
+    { startHttpFront },
+    { createQueuePair },
+    { queueCounts, startLocalSqs },
+  ] = await Promise.all([
+    import('@aws-lambda-powertools/logger'),
+    import('../functions/adapters/sqs-event-queue.ts'),
+    import('../functions/core/ingest.ts'),
+    import('../functions/ingest/handler.ts'),
+    import('../infra/local/http-front.ts'),
+    import('../infra/local/sqs-event-source.ts'),
+    import('../test/support/local-sqs.ts'),
+  ]);
+  const local = await startLocalSqs();
+  try {
+    const { queueUrl } = await createQueuePair(local.sqs, {
+      name: `bench-events-${randomUUID().slice(0, 8)}`,
+      maxReceiveCount: 5,
+      visibilityTimeoutSeconds: 30,
+    });
+    const credentials = parseCredentials({ webhookSecrets: [secret], apiKeys: [] });
+    const handler = createIngestHandler({
+      credentials: async () => credentials,
+      queue: new SqsEventQueue(local.sqs, queueUrl),
+      clock: Date,
+      newId: randomUUID,
+      limits: DEFAULT_INGEST_LIMITS,
+      logger: new Logger({ logLevel: 'SILENT' }),
+    });
+    const front = await startHttpFront({ handler });
+    return {
+      url: front.url,
+      async stop() {
+        await front.close();
+        const { visible } = await queueCounts(local.sqs, queueUrl);
+        await local.stop();
+        return visible;
+      },
+    };
+  } catch (error) {
+    await local.stop();
+    throw error;
+  }
+}
+
+/** The least a receiver must do: check the Standard Webhooks signature, answer 202. */
+async function startBaseline(secret: string): Promise<BenchServer> {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const valid = verifySignature(key, req.headers, Buffer.concat(chunks));
+      res
+        .writeHead(valid ? 202 : 401, { 'content-type': 'application/json' })
+        .end(valid ? '{"accepted":1}' : '{"error":{"code":"unauthorized"}}');
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async stop() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+      return undefined;
+    },
+  };
+}
+
+function verifySignature(key: Buffer, headers: IncomingHttpHeaders, body: Buffer): boolean {
+  const id = headers['webhook-id'];
+  const timestamp = headers['webhook-timestamp'];
+  const signatures = headers['webhook-signature'];
+  if (typeof id !== 'string' || typeof timestamp !== 'string' || typeof signatures !== 'string')
+    return false;
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
+  let valid = false;
+  for (const entry of signatures.split(' ')) {
+    const [version, encoded] = entry.split(',');
+    if (version !== 'v1' || encoded === undefined) continue;
+    const candidate = Buffer.from(encoded, 'base64');
+    if (candidate.length === expected.length && timingSafeEqual(candidate, expected)) valid = true;
+  }
+  return valid;
+}
+
+function positiveInteger(text: string | undefined, fallback: number, name: string): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`${name} must be a positive integer`);
+  return value;
+}

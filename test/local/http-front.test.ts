@@ -1,0 +1,460 @@
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type {
+  APIGatewayProxyEventV2,
+  APIGatewayProxyStructuredResultV2,
+  Context,
+} from 'aws-lambda';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import {
+  type HttpApiHandler,
+  type HttpFrontOptions,
+  startHttpFront,
+} from '../../infra/local/http-front.ts';
+import { InvocationTimeoutError } from '../../infra/local/sqs-event-source.ts';
+
+/** Bound for any one raw exchange with the front. */
+const EXCHANGE_TIMEOUT_MS = 5_000;
+
+interface Invocation {
+  event: APIGatewayProxyEventV2;
+  context: Context;
+  remainingMs: number;
+}
+
+/** A front whose handler records what it got and answers it back as JSON. */
+async function echoFront(options: Partial<HttpFrontOptions> = {}) {
+  const invocations: Invocation[] = [];
+  const errors: unknown[] = [];
+  const echo: HttpApiHandler = async (event, context) => {
+    invocations.push({ event, context, remainingMs: context.getRemainingTimeInMillis() });
+    return {
+      statusCode: 200,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(event),
+    };
+  };
+  const front = await startHttpFront({
+    handler: echo,
+    onError: (error) => errors.push(error),
+    ...options,
+  });
+  onTestFinished(() => front.close());
+  return { front, invocations, errors };
+}
+
+/** The one event the handler got. */
+function onlyEvent(invocations: Invocation[]): APIGatewayProxyEventV2 {
+  expect(invocations).toHaveLength(1);
+  return (invocations[0] as Invocation).event;
+}
+
+/** The bytes API Gateway handed over, whichever way they were encoded. */
+function bodyBytes(event: APIGatewayProxyEventV2): Buffer {
+  return Buffer.from(event.body ?? '', event.isBase64Encoded ? 'base64' : 'utf8');
+}
+
+interface RawResponse {
+  status: number;
+  headers: Record<string, string[]>;
+  body: Buffer;
+}
+
+/**
+ * Writes `head` (request line and headers, CRLF-separated, without the blank line) and `body`
+ * on a fresh connection exactly as given, and reads the answer until the server closes it.
+ * Send `Connection: close` or a body the server will cut, or the exchange times out.
+ */
+function rawExchange(url: string, head: string, body: Buffer = Buffer.alloc(0)) {
+  const { port } = new URL(url);
+  return new Promise<RawResponse>((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port: Number(port) });
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no complete answer within ${EXCHANGE_TIMEOUT_MS} ms`));
+    }, EXCHANGE_TIMEOUT_MS);
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    // The server may close while the body is still going out; the answer is what matters.
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      try {
+        resolve(parseResponse(Buffer.concat(chunks)));
+      } catch (error) {
+        reject(error);
+      }
+    });
+    socket.write(`${head}\r\n\r\n`);
+    socket.end(body);
+  });
+}
+
+function parseResponse(raw: Buffer): RawResponse {
+  const end = raw.indexOf('\r\n\r\n');
+  if (end === -1) throw new Error(`no complete response head in ${JSON.stringify(String(raw))}`);
+  const [statusLine = '', ...lines] = raw.subarray(0, end).toString('latin1').split('\r\n');
+  const headers: Record<string, string[]> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    const name = line.slice(0, colon).toLowerCase();
+    headers[name] = [...(headers[name] ?? []), line.slice(colon + 1).trim()];
+  }
+  const length = Number(headers['content-length']?.[0] ?? 0);
+  const body = raw.subarray(end + 4, end + 4 + length);
+  if (body.length !== length) throw new Error('the response body was cut short');
+  return { status: Number(statusLine.split(' ')[1]), headers, body };
+}
+
+describe('startHttpFront', () => {
+  it('builds a payload 2.0 event from the request, with a Lambda context', async () => {
+    const { front, invocations } = await echoFront({ functionTimeoutMs: 10_000 });
+    const response = await fetch(`${front.url}/events?a=1&b=x%20y&a=2`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'relay-test/1',
+        cookie: 'session=abc; theme=dark',
+      },
+      body: '{}',
+    });
+    expect(response.status).toBe(200);
+    await response.text();
+
+    const event = onlyEvent(invocations);
+    expect(event).toMatchObject({
+      version: '2.0',
+      routeKey: 'POST /events',
+      rawPath: '/events',
+      rawQueryString: 'a=1&b=x%20y&a=2',
+      queryStringParameters: { a: '1,2', b: 'x y' },
+      cookies: ['session=abc', 'theme=dark'],
+      body: '{}',
+      isBase64Encoded: false,
+      requestContext: {
+        accountId: expect.any(String),
+        apiId: expect.any(String),
+        domainName: '127.0.0.1',
+        http: {
+          method: 'POST',
+          path: '/events',
+          protocol: 'HTTP/1.1',
+          sourceIp: '127.0.0.1',
+          userAgent: 'relay-test/1',
+        },
+        requestId: expect.any(String),
+        routeKey: 'POST /events',
+        stage: '$default',
+        time: expect.stringMatching(/^\d{2}\/[A-Z][a-z]{2}\/\d{4}:\d{2}:\d{2}:\d{2} \+0000$/),
+        timeEpoch: expect.any(Number),
+      },
+    });
+    expect(event.headers.cookie).toBeUndefined();
+    expect(Math.abs(event.requestContext.timeEpoch - Date.now())).toBeLessThan(5_000);
+    expect(response.headers.get('apigw-requestid')).toBe(event.requestContext.requestId);
+
+    const { context, remainingMs } = invocations[0] as Invocation;
+    expect(context.functionName).toBe('ingest');
+    expect(context.awsRequestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(remainingMs).toBeGreaterThan(9_000);
+    expect(remainingMs).toBeLessThanOrEqual(10_000);
+  });
+
+  it('lower-cases header names and joins duplicates with a bare comma', async () => {
+    const { front, invocations } = await echoFront();
+    const response = await rawExchange(
+      front.url,
+      [
+        'POST /events HTTP/1.1',
+        'Host: 127.0.0.1',
+        'X-Multi: one',
+        'x-multi: two',
+        'X-MULTI: three, four',
+        // Node keeps only the first Authorization and Content-Type in req.headers.
+        'Authorization: Bearer first',
+        'Authorization: Bearer second',
+        'Content-Type: application/json',
+        'Webhook-Id: msg_1',
+        'Content-Length: 2',
+        'Connection: close',
+      ].join('\r\n'),
+      Buffer.from('{}'),
+    );
+    expect(response.status).toBe(200);
+
+    const { headers } = onlyEvent(invocations);
+    expect(headers).toMatchObject({
+      'x-multi': 'one,two,three, four',
+      authorization: 'Bearer first,Bearer second',
+      'content-type': 'application/json',
+      'webhook-id': 'msg_1',
+    });
+    expect(Object.keys(headers).every((name) => name === name.toLowerCase())).toBe(true);
+  });
+
+  it('passes a UTF-8 body with a text-like content type as text, byte for byte', async () => {
+    const { front, invocations } = await echoFront();
+    const texts: Array<[string, string]> = [
+      ['application/json; charset=utf-8', '{"name":"Zoë","mood":"🚀"}'],
+      ['text/plain', '\uFEFFa byte order mark stays'],
+      ['application/vnd.api+json', '{"data":[]}'],
+      ['application/xml', '<a>ü</a>'],
+      ['application/x-www-form-urlencoded', 'a=1&b=%C3%BC'],
+    ];
+    for (const [contentType, text] of texts) {
+      const response = await fetch(`${front.url}/events`, {
+        method: 'POST',
+        headers: { 'content-type': contentType },
+        body: Buffer.from(text, 'utf8'),
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+
+    expect(invocations.map(({ event }) => [event.isBase64Encoded, event.body])).toEqual(
+      texts.map(([, text]) => [false, text]),
+    );
+  });
+
+  it('base64-encodes invalid UTF-8 and binary content types, byte for byte', async () => {
+    const { front, invocations } = await echoFront();
+    const everyByte = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    const bodies: Array<[string | undefined, Buffer]> = [
+      ['application/json', Buffer.from([0x7b, 0x22, 0xc3, 0x28, 0x22, 0x7d])],
+      ['text/plain', Buffer.from([0xed, 0xa0, 0x80])],
+      ['application/octet-stream', Buffer.from('valid text, binary type')],
+      ['image/png', everyByte],
+      [undefined, Buffer.from('no content type')],
+    ];
+    for (const [contentType, bytes] of bodies) {
+      const response = await fetch(`${front.url}/events`, {
+        method: 'POST',
+        headers: contentType === undefined ? {} : { 'content-type': contentType },
+        body: bytes,
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+
+    expect(invocations).toHaveLength(bodies.length);
+    invocations.forEach(({ event }, index) => {
+      expect(event.isBase64Encoded).toBe(true);
+      expect(bodyBytes(event).equals(bodies[index]?.[1] as Buffer)).toBe(true);
+    });
+  });
+
+  it('leaves body out of the event when the request has none', async () => {
+    const { front, invocations } = await echoFront({ routes: ['GET /health'] });
+    const response = await fetch(`${front.url}/health`);
+    expect(response.status).toBe(200);
+    await response.text();
+
+    const event = onlyEvent(invocations);
+    expect(event.body).toBeUndefined();
+    expect(event.isBase64Encoded).toBe(false);
+    expect(event.queryStringParameters).toBeUndefined();
+    expect(event.cookies).toBeUndefined();
+  });
+
+  it('cuts an oversized body at maxBodyBytes + 1 and hands that to the handler', async () => {
+    const { front, invocations } = await echoFront({ maxBodyBytes: 1024 });
+    const big = Buffer.alloc(5 * 1024 * 1024, 'a');
+    const response = await fetch(`${front.url}/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: big,
+    });
+    expect(response.status).toBe(200);
+    await response.text();
+
+    const event = onlyEvent(invocations);
+    expect(bodyBytes(event).equals(big.subarray(0, 1025))).toBe(true);
+    expect(event.headers['content-length']).toBe(String(big.length));
+  });
+
+  it('answers an oversized body without waiting for the rest, and closes that connection', async () => {
+    const { front, invocations } = await echoFront({ maxBodyBytes: 1024 });
+    // 5 MB announced, 4 KiB sent: an answer can only come if the front stops reading early.
+    const response = await rawExchange(
+      front.url,
+      [
+        'POST /events HTTP/1.1',
+        'Host: 127.0.0.1',
+        'Content-Type: application/json',
+        `Content-Length: ${5 * 1024 * 1024}`,
+      ].join('\r\n'),
+      Buffer.alloc(4096, 'b'),
+    );
+    expect(response.status).toBe(200);
+    expect(response.headers.connection).toEqual(['close']);
+    expect(bodyBytes(onlyEvent(invocations))).toHaveLength(1025);
+  });
+
+  it('passes a body of exactly maxBodyBytes whole', async () => {
+    const { front, invocations } = await echoFront({ maxBodyBytes: 1024 });
+    const exact = Buffer.alloc(1024, 'c');
+    const response = await fetch(`${front.url}/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: exact,
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('connection')).not.toBe('close');
+    await response.text();
+    expect(bodyBytes(onlyEvent(invocations)).equals(exact)).toBe(true);
+  });
+
+  it('answers 404 Not Found, as API Gateway does, for a method or path with no route', async () => {
+    const { front, invocations } = await echoFront();
+    for (const [method, path] of [
+      ['GET', '/events'],
+      ['POST', '/events/'],
+      ['POST', '/other'],
+    ] as const) {
+      const response = await fetch(`${front.url}${path}`, {
+        method,
+        ...(method === 'POST' ? { body: '{}' } : {}),
+      });
+      expect(response.status).toBe(404);
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(await response.text()).toBe('{"message":"Not Found"}');
+    }
+    expect(invocations).toHaveLength(0);
+  });
+
+  it('routes ANY and $default routes, an exact method first', async () => {
+    const { front, invocations } = await echoFront({
+      routes: ['$default', 'ANY /events', 'POST /events'],
+    });
+    for (const [method, path] of [
+      ['POST', '/events'],
+      ['PUT', '/events'],
+      ['GET', '/elsewhere'],
+    ] as const) {
+      const response = await fetch(`${front.url}${path}`, { method });
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+    expect(invocations.map(({ event }) => event.routeKey)).toEqual([
+      'POST /events',
+      'ANY /events',
+      '$default',
+    ]);
+  });
+
+  it('refuses a malformed route key', async () => {
+    await expect(
+      startHttpFront({ handler: async () => ({}), routes: ['POST events'] }),
+    ).rejects.toThrow(RangeError);
+  });
+
+  it('answers 500 Internal Server Error, as API Gateway does, when the handler throws', async () => {
+    const errors: unknown[] = [];
+    const failure = new Error('boom: secret-looking detail');
+    const front = await startHttpFront({
+      handler: async () => {
+        throw failure;
+      },
+      onError: (error) => errors.push(error),
+    });
+    onTestFinished(() => front.close());
+
+    const response = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(response.status).toBe(500);
+    expect(response.headers.get('content-type')).toBe('application/json');
+    expect(await response.text()).toBe('{"message":"Internal Server Error"}');
+    expect(errors).toEqual([failure]);
+  });
+
+  it('answers 500 when the handler runs past the function timeout', async () => {
+    const errors: unknown[] = [];
+    const front = await startHttpFront({
+      handler: () => new Promise(() => undefined),
+      functionTimeoutMs: 50,
+      onError: (error) => errors.push(error),
+    });
+    onTestFinished(() => front.close());
+
+    const response = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(response.status).toBe(500);
+    expect(await response.text()).toBe('{"message":"Internal Server Error"}');
+    expect(errors).toEqual([expect.any(InvocationTimeoutError)]);
+  });
+
+  it('writes the status, headers, cookies and body the handler answers', async () => {
+    const bytes = Buffer.from([0, 1, 2, 0xfe, 0xff]);
+    const answer: APIGatewayProxyStructuredResultV2 = {
+      statusCode: 201,
+      headers: { 'content-type': 'application/octet-stream', 'x-count': 3, 'x-flag': true },
+      cookies: ['a=1; Path=/; HttpOnly', 'b=2'],
+      body: bytes.toString('base64'),
+      isBase64Encoded: true,
+    };
+    const front = await startHttpFront({ handler: async () => answer });
+    onTestFinished(() => front.close());
+
+    const response = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(response.status).toBe(201);
+    expect(response.headers.get('content-type')).toBe('application/octet-stream');
+    expect(response.headers.get('x-count')).toBe('3');
+    expect(response.headers.get('x-flag')).toBe('true');
+    expect(response.headers.getSetCookie()).toEqual(['a=1; Path=/; HttpOnly', 'b=2']);
+    expect(Buffer.from(await response.arrayBuffer()).equals(bytes)).toBe(true);
+  });
+
+  it('writes a text body as UTF-8 and reads an answer without statusCode as a 200 JSON body', async () => {
+    const answers: unknown[] = [
+      { statusCode: 202, headers: { 'content-type': 'text/plain' }, body: 'ünïcode ✓' },
+      { accepted: 1 },
+    ];
+    const front = await startHttpFront({
+      handler: async () => answers.shift() as APIGatewayProxyStructuredResultV2,
+    });
+    onTestFinished(() => front.close());
+
+    const first = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(first.status).toBe(202);
+    expect(await first.text()).toBe('ünïcode ✓');
+    const second = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(second.status).toBe(200);
+    expect(second.headers.get('content-type')).toBe('application/json');
+    expect(await second.json()).toEqual({ accepted: 1 });
+  });
+
+  it('answers 500 for a response API Gateway cannot use', async () => {
+    const errors: unknown[] = [];
+    const front = await startHttpFront({
+      handler: async () => ({ statusCode: 99 }),
+      onError: (error) => errors.push(error),
+    });
+    onTestFinished(() => front.close());
+
+    const response = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(response.status).toBe(500);
+    expect(await response.text()).toBe('{"message":"Internal Server Error"}');
+    expect(errors).toHaveLength(1);
+  });
+
+  it('lets the invocation in hand answer on close, then refuses connections', async () => {
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const front = await startHttpFront({
+      handler: async () => {
+        started();
+        await sleep(100);
+        return { statusCode: 202, body: 'done' };
+      },
+    });
+    onTestFinished(() => front.close());
+
+    const pending = fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    await running;
+    await front.close();
+    const response = await pending;
+    expect(response.status).toBe(202);
+    expect(await response.text()).toBe('done');
+    await expect(fetch(`${front.url}/events`, { method: 'POST', body: '{}' })).rejects.toThrow();
+  });
+});
