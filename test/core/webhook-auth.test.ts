@@ -237,4 +237,37 @@ describe('differential agreement with the standardwebhooks npm package', () => {
       { numRuns: 1000 },
     );
   });
+
+  it('agrees on any byte body that is valid UTF-8, and alone verifies the bytes of one that is not', () => {
+    fc.assert(
+      fc.property(
+        secretArbitrary,
+        idArbitrary,
+        fc.uint8Array({ maxLength: 64 }),
+        (secret, id, body) => {
+          const secretText = `whsec_${Buffer.from(secret).toString('base64')}`;
+          const ours = signWebhook(parseWebhookSecret(secretText), id, VECTOR.timestamp, body);
+          const theirs = new Webhook(secretText).sign(
+            id,
+            new Date(VECTOR.timestamp * 1000),
+            Buffer.from(body),
+          );
+          const validUtf8 = Buffer.from(Buffer.from(body).toString('utf8'), 'utf8').equals(
+            Buffer.from(body),
+          );
+
+          expect(
+            verifyWebhook(
+              headers(ours, id),
+              body,
+              [parseWebhookSecret(secretText)],
+              VECTOR.timestamp,
+            ),
+          ).toBe(0);
+          expect(ours === theirs).toBe(validUtf8);
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
 });
