@@ -33,7 +33,7 @@ export interface Logger {
   error(message: string, ...extra: Array<Record<string, unknown>>): void;
 }
 
-export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent';
+export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
 
 /** Metrics; Powertools' Metrics fits. */
 export interface MetricsSink {

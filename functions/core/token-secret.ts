@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 /**
- * The token secret: written only by the refresher, read by the batch function. Times are
- * ISO-8601 so an operator can read them in the console.
+ * The token secret: written only by the refresher (and the `authorize` command), read by the
+ * batch function. Times are ISO-8601 so an operator can read them in the console.
  */
 export const tokenSecretSchema = z.object({
   accessToken: z.string().min(1),
@@ -13,3 +13,18 @@ export const tokenSecretSchema = z.object({
   updatedAt: z.iso.datetime(),
 });
 export type TokenSecret = z.infer<typeof tokenSecretSchema>;
+
+/**
+ * The client secret: the Mautic OAuth2 credential, written by the operator with the
+ * `credentials` command and read only by the refresher. `client_credentials` needs a credential
+ * created by a Mautic admin; `authorization_code` one works for any user, through `authorize`.
+ */
+export const clientSecretSchema = z.object({
+  baseUrl: z.url({ protocol: /^https?$/ }),
+  clientId: z
+    .string()
+    .regex(/^\d+_\S+$/, 'must be Mautic\'s public client id, "<number>_<random>"'),
+  clientSecret: z.string().min(1),
+  grantType: z.enum(['client_credentials', 'authorization_code']),
+});
+export type ClientSecret = z.infer<typeof clientSecretSchema>;

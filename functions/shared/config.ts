@@ -18,6 +18,9 @@ export const ENV = {
   MAX_BODY_BYTES: 'MAX_BODY_BYTES',
   MAX_EVENTS_PER_REQUEST: 'MAX_EVENTS_PER_REQUEST',
   CREDENTIALS_CACHE_SECONDS: 'CREDENTIALS_CACHE_SECONDS',
+  CLIENT_SECRET_ID: 'CLIENT_SECRET_ID',
+  REFRESH_AHEAD_SECONDS: 'REFRESH_AHEAD_SECONDS',
+  REFRESH_TOKEN_LIFETIME_SECONDS: 'REFRESH_TOKEN_LIFETIME_SECONDS',
 } as const;
 
 /** A configuration that cannot work; the message names every bad variable. */
@@ -149,4 +152,53 @@ export function loadIngestConfig(
     maxEvents: values.MAX_EVENTS_PER_REQUEST,
     credentialsCacheSeconds: values.CREDENTIALS_CACHE_SECONDS,
   });
+}
+
+const refreshSchema = z.object({
+  [ENV.CLIENT_SECRET_ID]: required,
+  [ENV.TOKEN_SECRET_ID]: required,
+  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, 900),
+  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(3600, 31_536_000, 1_209_600),
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, 10_000),
+});
+
+/** The token refresher's configuration. */
+export interface RefreshConfig {
+  clientSecretId: string;
+  tokenSecretId: string;
+  refreshAheadSeconds: number;
+  refreshTokenLifetimeSeconds: number;
+  mauticTimeoutMs: number;
+}
+
+/** Reads and checks the refresher's environment once, at cold start. */
+export function loadRefreshConfig(
+  env: Readonly<Record<string, string | undefined>>,
+): Readonly<RefreshConfig> {
+  const values = parse(refreshSchema, env);
+  return Object.freeze({
+    clientSecretId: values.CLIENT_SECRET_ID,
+    tokenSecretId: values.TOKEN_SECRET_ID,
+    refreshAheadSeconds: values.REFRESH_AHEAD_SECONDS,
+    refreshTokenLifetimeSeconds: values.REFRESH_TOKEN_LIFETIME_SECONDS,
+    mauticTimeoutMs: values.MAUTIC_TIMEOUT_MS,
+  });
+}
+
+/**
+ * The Secrets Manager names of one environment's secrets, shared by the stack and the operator
+ * commands: the Mautic credential, the tokens, and the ingest's webhook secrets and API keys.
+ */
+export function secretNames(environment: string): {
+  client: string;
+  token: string;
+  webhook: string;
+} {
+  if (!/^[a-z][a-z0-9-]{0,31}$/.test(environment)) {
+    throw new ConfigError(
+      'The environment name must be lower-case letters, digits and dashes, starting with a letter',
+    );
+  }
+  const prefix = `MauticRelay/${environment}`;
+  return { client: `${prefix}/client`, token: `${prefix}/token`, webhook: `${prefix}/webhook` };
 }

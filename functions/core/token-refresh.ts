@@ -1,0 +1,244 @@
+import { createHash } from 'node:crypto';
+import { MauticTokenError } from './errors.ts';
+import type { Clock } from './mautic-http.ts';
+import type { MauticTokens } from './mautic-oauth.ts';
+import type { Logger, MetricsSink } from './ports.ts';
+import type { ClientSecret, TokenSecret } from './token-secret.ts';
+
+/** The two secrets of one environment, as the refresher sees them. */
+export interface TokenVault {
+  /** The operator's credential, with the id of the version read. */
+  readClient(): Promise<{ client: ClientSecret; versionId: string }>;
+  /** The current tokens, or none yet, with the id of the version read. */
+  readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }>;
+  /**
+   * Writes a new version. The same `requestToken` with the same content is a no-op, so a
+   * retried write cannot create a second version; with other content it fails.
+   */
+  writeToken(token: TokenSecret, requestToken: string): Promise<void>;
+}
+
+/** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
+export interface TokenGranter {
+  clientCredentials(): Promise<MauticTokens>;
+  refresh(refreshToken: string): Promise<MauticTokens>;
+}
+
+export interface RefreshDeps {
+  vault: TokenVault;
+  granterFor: (client: ClientSecret) => TokenGranter;
+  clock: Clock;
+  logger: Logger;
+  metrics: MetricsSink;
+  /** Refresh when the access token has less than this left. @default 900 */
+  refreshAheadSeconds: number;
+  /** Mautic does not say when a refresh token expires; its default lifetime is 14 days. */
+  refreshTokenLifetimeSeconds: number;
+}
+
+/** A run of the refresher: on its schedule, or forced by the batch function after a 401. */
+export interface RefreshRequest {
+  force: boolean;
+  reason: string;
+}
+
+export type RefreshOutcome =
+  | { action: 'none'; why: 'fresh' | 'refreshed_recently' }
+  | { action: 'refreshed'; grant: 'refresh_token' | 'client_credentials' }
+  | { action: 'failed'; why: string };
+
+/** A forced run finding tokens written this recently does nothing: someone just refreshed. */
+const FORCED_RUN_MIN_AGE_MS = 60_000;
+
+/**
+ * One run of the token refresher, the single writer of the token secret.
+ *
+ * Reads the tokens; leaves them alone when the access token has more than
+ * `refreshAheadSeconds` left (and the run is not forced), or when a forced run finds them
+ * refreshed within the last minute. Otherwise refreshes: the refresh grant while a refresh token
+ * is held and unexpired (the rotated one is stored at once), `client_credentials` otherwise when
+ * the credential allows it, and writes a new version whose request token derives from the version
+ * read, so a retried write is idempotent.
+ *
+ * A refused refresh token (`invalid_grant`) falls back to `client_credentials` for such a
+ * credential; for an `authorization_code` credential the dead refresh token is removed from the
+ * secret, so no further token calls are made until `authorize` stores new tokens, and every run
+ * says so (metric and an ERROR log naming the fix). Network errors and 5xx wait for the next run.
+ */
+export async function refreshTokens(
+  request: RefreshRequest,
+  deps: RefreshDeps,
+): Promise<RefreshOutcome> {
+  const { vault, clock, logger, metrics } = deps;
+  const now = clock.now();
+  const { token, versionId } = await vault.readToken();
+  const secondsLeft = token ? (Date.parse(token.accessTokenExpiresAt) - now) / 1000 : 0;
+
+  if (token && !request.force && secondsLeft > deps.refreshAheadSeconds) {
+    reportLifetimes(token, now, metrics);
+    return { action: 'none', why: 'fresh' };
+  }
+  if (token && request.force && now - Date.parse(token.updatedAt) < FORCED_RUN_MIN_AGE_MS) {
+    logger.info('Forced refresh skipped: the tokens were refreshed moments ago', {
+      reason: request.reason,
+    });
+    reportLifetimes(token, now, metrics);
+    return { action: 'none', why: 'refreshed_recently' };
+  }
+
+  const { client } = await vault.readClient();
+  const granter = deps.granterFor(client);
+  const refreshToken =
+    token?.refreshToken &&
+    (!token.refreshTokenExpiresAt || Date.parse(token.refreshTokenExpiresAt) > now)
+      ? token.refreshToken
+      : undefined;
+
+  let tokens: MauticTokens;
+  let grant: 'refresh_token' | 'client_credentials';
+  try {
+    if (refreshToken) {
+      try {
+        tokens = await granter.refresh(refreshToken);
+        grant = 'refresh_token';
+      } catch (error) {
+        if (!(isInvalidGrant(error) && client.grantType === 'client_credentials')) throw error;
+        logger.warn('The refresh token was refused; falling back to client_credentials');
+        tokens = await granter.clientCredentials();
+        grant = 'client_credentials';
+      }
+    } else if (client.grantType === 'client_credentials') {
+      tokens = await granter.clientCredentials();
+      grant = 'client_credentials';
+    } else {
+      return needsAuthorize(token, now, deps, 'no usable refresh token is stored');
+    }
+  } catch (error) {
+    if (isInvalidGrant(error) && token) {
+      // Dropping the dead refresh token is what stops further calls until `authorize` is run.
+      const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
+      await writeWithRetry(
+        vault,
+        { ...rest, updatedAt: token.updatedAt },
+        requestTokenFor(versionId, 'drop'),
+        logger,
+      );
+      return needsAuthorize(rest, now, deps, 'Mautic refused the refresh token (invalid_grant)');
+    }
+    metrics.addMetric('TokenRefreshFailed', 'Count', 1);
+    if (error instanceof MauticTokenError) {
+      logger.error(fixFor(error), {
+        reason: error.reason,
+        status: error.status,
+        error: error.message,
+      });
+      return { action: 'failed', why: error.reason };
+    }
+    logger.warn('Token refresh failed; the next run tries again', { error: describe(error) });
+    return { action: 'failed', why: 'transient' };
+  }
+
+  const obtainedAt = tokens.obtainedAt;
+  const next: TokenSecret = {
+    accessToken: tokens.accessToken,
+    accessTokenExpiresAt: new Date(tokens.accessTokenExpiresAt).toISOString(),
+    ...(tokens.refreshToken
+      ? {
+          refreshToken: tokens.refreshToken,
+          refreshTokenExpiresAt: new Date(
+            obtainedAt + deps.refreshTokenLifetimeSeconds * 1000,
+          ).toISOString(),
+        }
+      : {}),
+    obtainedWith: grant,
+    updatedAt: new Date(obtainedAt).toISOString(),
+  };
+  if (!(await writeWithRetry(vault, next, requestTokenFor(versionId, 'refresh'), logger))) {
+    metrics.addMetric('TokenRefreshFailed', 'Count', 1);
+    return { action: 'failed', why: 'write_failed' };
+  }
+  metrics.addMetric('TokenRefreshed', 'Count', 1);
+  reportLifetimes(next, now, metrics);
+  logger.info('Mautic tokens refreshed', {
+    grant,
+    forced: request.force,
+    reason: request.reason,
+    accessTokenExpiresAt: next.accessTokenExpiresAt,
+  });
+  return { action: 'refreshed', grant };
+}
+
+/**
+ * The write's idempotency token: derived from the version read, so retrying the same write
+ * cannot add a second version, and a second writer that read the same version is refused.
+ */
+export function requestTokenFor(versionRead: string | undefined, purpose: string): string {
+  return createHash('sha256')
+    .update(`${versionRead ?? 'none'}|${purpose}`)
+    .digest('hex');
+}
+
+async function writeWithRetry(
+  vault: TokenVault,
+  token: TokenSecret,
+  requestToken: string,
+  logger: Logger,
+): Promise<boolean> {
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    try {
+      await vault.writeToken(token, requestToken);
+      return true;
+    } catch (error) {
+      logger.error('Could not store the Mautic tokens', { attempt, error: describe(error) });
+    }
+  }
+  return false;
+}
+
+function needsAuthorize(
+  token: Omit<TokenSecret, 'refreshToken'> | undefined,
+  now: number,
+  deps: RefreshDeps,
+  why: string,
+): RefreshOutcome {
+  deps.metrics.addMetric('TokenRefreshFailed', 'Count', 1);
+  deps.logger.error(
+    `Mautic tokens cannot be refreshed: ${why}. Run "npx mautic-relay authorize" for this environment to authorize the relay again.`,
+  );
+  reportLifetimes(token, now, deps.metrics);
+  deps.metrics.addMetric('RefreshTokenSecondsLeft', 'Seconds', 0);
+  return { action: 'failed', why: 'needs_authorize' };
+}
+
+function fixFor(error: MauticTokenError): string {
+  if (error.reason === 'invalid_client') {
+    return 'Mautic refused the client id or secret: run "npx mautic-relay credentials" with the right ones';
+  }
+  if (error.reason === 'unauthorized_client') {
+    return 'This Mautic credential may not use client_credentials (it was not created by an admin): use grantType authorization_code and run "npx mautic-relay authorize"';
+  }
+  return 'Mautic refused the token request';
+}
+
+/** How long the access and refresh tokens have left (0 when there is none). */
+function reportLifetimes(
+  token: Partial<TokenSecret> | undefined,
+  now: number,
+  metrics: MetricsSink,
+): void {
+  const left = (at: string | undefined) =>
+    at === undefined ? 0 : Math.max(0, Math.round((Date.parse(at) - now) / 1000));
+  metrics.addMetric('AccessTokenSecondsLeft', 'Seconds', left(token?.accessTokenExpiresAt));
+  // Only a held refresh token has a lifetime: client_credentials tokens come without one.
+  if (token?.refreshToken) {
+    metrics.addMetric('RefreshTokenSecondsLeft', 'Seconds', left(token.refreshTokenExpiresAt));
+  }
+}
+
+function isInvalidGrant(error: unknown): boolean {
+  return error instanceof MauticTokenError && error.reason === 'invalid_grant';
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

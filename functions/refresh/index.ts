@@ -1,0 +1,21 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SecretsManagerTokenVault } from '../adapters/secrets-manager-token-vault.ts';
+import { MauticOAuthClient } from '../core/mautic-oauth.ts';
+import { loadRefreshConfig } from '../shared/config.ts';
+import { createRefreshHandler } from './handler.ts';
+
+const config = loadRefreshConfig(process.env);
+const clock = { now: () => Date.now() };
+
+export const handler = createRefreshHandler({
+  vault: new SecretsManagerTokenVault(new SecretsManagerClient({}), config),
+  granterFor: (client) =>
+    new MauticOAuthClient({ ...client, fetch, clock, timeoutMs: config.mauticTimeoutMs }),
+  clock,
+  logger: new Logger(),
+  metrics: new Metrics(),
+  refreshAheadSeconds: config.refreshAheadSeconds,
+  refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
+});

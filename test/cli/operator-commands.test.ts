@@ -1,0 +1,234 @@
+import { execFile } from 'node:child_process';
+import { createServer } from 'node:net';
+import { promisify } from 'node:util';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { clientSecretSchema, tokenSecretSchema } from '../../functions/core/token-secret.ts';
+import { secretNames } from '../../functions/shared/config.ts';
+import {
+  authorize,
+  type CommandDeps,
+  storeCredentials,
+  UsageError,
+} from '../../infra/cli/operator-commands.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator.ts';
+import {
+  type SecretsManagerFake,
+  startSecretsManagerFake,
+} from '../../infra/local/secrets-manager-fake.ts';
+import { secretsClient } from '../support/refresh.ts';
+
+const run = promisify(execFile);
+let fake: SecretsManagerFake;
+let client: SecretsManagerClient;
+let sim: MauticSimulator;
+let printed: string[];
+let deps: CommandDeps;
+let environment = 0;
+
+beforeAll(async () => {
+  fake = await startSecretsManagerFake();
+  client = secretsClient(fake);
+});
+
+afterAll(async () => {
+  client.destroy();
+  await fake.close();
+});
+
+beforeEach(() => {
+  printed = [];
+  environment++;
+  deps = { secrets: client, fetch, print: (line) => printed.push(line), now: Date.now };
+});
+
+afterEach(async () => {
+  await sim?.close();
+});
+
+/** A port nothing listens on now, for the redirect URI registered on the credential. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('credentials', () => {
+  it('stores the credential as the client secret of the environment, and replaces it on a second run', async () => {
+    sim = await startMauticSimulator();
+    const env = `cli${environment}`;
+    const options = {
+      env,
+      baseUrl: sim.url,
+      clientId: '1_simulator',
+      clientSecret: 'first-secret',
+      grantType: 'client_credentials',
+    };
+
+    await storeCredentials(options, deps);
+    await storeCredentials({ ...options, clientSecret: 'second-secret' }, deps);
+
+    const name = secretNames(env).client;
+    expect(clientSecretSchema.parse(JSON.parse(fake.current(name) ?? ''))).toEqual({
+      ...options,
+      clientSecret: 'second-secret',
+      env: undefined,
+    });
+    expect(fake.versions(name)).toHaveLength(2);
+    expect(printed.join('\n')).not.toContain('secret-');
+  });
+
+  it('refuses a credential that cannot work, naming the field', async () => {
+    const bad = {
+      env: 'dev',
+      baseUrl: 'ftp://mautic',
+      clientId: 'nounderscore',
+      clientSecret: 's',
+      grantType: 'password',
+    };
+
+    const error = await storeCredentials(bad, deps).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(UsageError);
+    expect((error as Error).message).toMatch(/baseUrl.*clientId.*grantType/);
+  });
+});
+
+describe('authorize', () => {
+  it('prints the authorize URL, receives the code on 127.0.0.1, and stores the tokens', async () => {
+    const port = await freePort();
+    sim = await startMauticSimulator({
+      clients: [
+        {
+          clientId: '5_user',
+          clientSecret: 'user-secret',
+          grantTypes: ['authorization_code', 'refresh_token'],
+          redirectUris: [`http://127.0.0.1:${port}/callback`],
+        },
+      ],
+    });
+    const env = `cli${environment}`;
+    await storeCredentials(
+      {
+        env,
+        baseUrl: sim.url,
+        clientId: '5_user',
+        clientSecret: 'user-secret',
+        grantType: 'authorization_code',
+      },
+      deps,
+    );
+
+    const done = authorize({ env, port, timeoutMs: 10_000 }, deps);
+    // Acts as the operator's browser: open the printed URL, follow Mautic's redirect.
+    const url = await until(() => printed.find((line) => line.startsWith(sim.url)));
+    const approved = await fetch(url, { redirect: 'manual' });
+    const callback = await fetch(approved.headers.get('location') ?? '');
+    await done;
+
+    expect(callback.status).toBe(200);
+    const tokens = tokenSecretSchema.parse(JSON.parse(fake.current(secretNames(env).token) ?? ''));
+    expect(tokens.obtainedWith).toBe('authorization_code');
+    expect(tokens.refreshToken).toMatch(/^[A-Za-z0-9_-]{86}$/);
+    const shown = printed.join('\n');
+    expect(shown).toContain(`http://127.0.0.1:${port}/callback`);
+    for (const secret of [tokens.accessToken, tokens.refreshToken ?? '', 'user-secret'])
+      expect(shown).not.toContain(secret);
+  });
+
+  it('ignores a callback with the wrong state and gives up after the timeout', async () => {
+    const port = await freePort();
+    sim = await startMauticSimulator();
+    const env = `cli${environment}`;
+    await storeCredentials(
+      {
+        env,
+        baseUrl: sim.url,
+        clientId: DEFAULT_SIMULATOR_CLIENT.clientId,
+        clientSecret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+        grantType: 'authorization_code',
+      },
+      deps,
+    );
+
+    const done = authorize({ env, port, timeoutMs: 1_500 }, deps).catch((e: unknown) => e);
+    await until(() => printed.find((line) => line.startsWith(sim.url)));
+    const forged = await fetch(`http://127.0.0.1:${port}/callback?code=abc&state=forged`);
+
+    expect(forged.status).toBe(400);
+    const error = await done;
+    expect(error).toBeInstanceOf(UsageError);
+    expect((error as Error).message).toContain('no answer within 1.5 s');
+    expect(fake.current(secretNames(env).token)).toBeUndefined();
+  });
+
+  it('asks for credentials first when the environment has none', async () => {
+    await expect(
+      authorize({ env: 'nothing-here', port: 0, timeoutMs: 1_000 }, deps),
+    ).rejects.toThrow(
+      'No Mautic credential in MauticRelay/nothing-here/client: run "npx mautic-relay credentials" first',
+    );
+  });
+});
+
+describe('the mautic-relay command', () => {
+  const environmentFor = () => ({
+    ...process.env,
+    AWS_ENDPOINT_URL_SECRETS_MANAGER: fake.endpoint,
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: 'test',
+    AWS_SECRET_ACCESS_KEY: 'test',
+    MAUTIC_CLIENT_SECRET: 'secret-from-the-environment',
+  });
+
+  it('stores credentials with the client secret from the environment', async () => {
+    const env = `bin${environment}`;
+    const { stdout } = await run(
+      'node',
+      [
+        'infra/cli/mautic-relay.ts',
+        'credentials',
+        '--env',
+        env,
+        '--base-url',
+        'https://mautic.example.com',
+        '--client-id',
+        '3_abc',
+      ],
+      { env: environmentFor(), timeout: 20_000 },
+    );
+
+    expect(stdout).toContain(`Stored the Mautic credential for "${env}"`);
+    expect(JSON.parse(fake.current(secretNames(env).client) ?? '')).toMatchObject({
+      clientSecret: 'secret-from-the-environment',
+      grantType: 'client_credentials',
+    });
+  });
+
+  it('exits 1 with the usage on a bad command line', async () => {
+    const failure = await run('node', ['infra/cli/mautic-relay.ts', 'frobnicate', '--env', 'dev'], {
+      env: environmentFor(),
+      timeout: 20_000,
+    }).catch((e: { code: number; stderr: string }) => e);
+
+    expect(failure).toMatchObject({ code: 1 });
+    expect((failure as { stderr: string }).stderr).toContain('Usage:');
+  });
+});
+
+/** Polls `probe` until it returns a value, for at most 5 s. */
+async function until<T>(probe: () => T | undefined): Promise<T> {
+  const deadline = Date.now() + 5_000;
+  while (Date.now() < deadline) {
+    const value = probe();
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error('timed out waiting');
+}

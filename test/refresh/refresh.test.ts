@@ -1,0 +1,299 @@
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
+import { requestTokenFor } from '../../functions/core/token-refresh.ts';
+import type { TokenSecret } from '../../functions/core/token-secret.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator.ts';
+import {
+  type SecretsManagerFake,
+  startSecretsManagerFake,
+} from '../../infra/local/secrets-manager-fake.ts';
+import {
+  authorizedTokens,
+  captureOutput,
+  createEnvironment,
+  NON_ADMIN,
+  refresher,
+  secretsClient,
+} from '../support/refresh.ts';
+
+const START = Date.parse('2026-11-21T00:00:00Z');
+let now = START;
+const clock = () => now;
+let fake: SecretsManagerFake;
+let client: SecretsManagerClient;
+let sim: MauticSimulator;
+let output: string[];
+
+beforeAll(async () => {
+  fake = await startSecretsManagerFake();
+  client = secretsClient(fake);
+});
+
+afterAll(async () => {
+  client.destroy();
+  await fake.close();
+});
+
+beforeEach(async () => {
+  now = START;
+  sim = await startMauticSimulator({ now: clock, clients: [DEFAULT_SIMULATOR_CLIENT, NON_ADMIN] });
+  output = captureOutput();
+});
+
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await sim.close();
+});
+
+const adminCredential = () => ({
+  baseUrl: sim.url,
+  clientId: DEFAULT_SIMULATOR_CLIENT.clientId,
+  clientSecret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+  grantType: 'client_credentials' as const,
+});
+const userCredential = () => ({
+  baseUrl: sim.url,
+  clientId: NON_ADMIN.clientId,
+  clientSecret: NON_ADMIN.clientSecret,
+  grantType: 'authorization_code' as const,
+});
+const stored = (ids: { tokenSecretId: string }) =>
+  JSON.parse(fake.current(ids.tokenSecretId) ?? 'null') as TokenSecret;
+const tokenCalls = () => sim.requests.filter((r) => r.path === '/oauth/v2/token');
+const metric = (name: string) =>
+  output
+    .filter((line) => line.includes('"_aws"'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .map((emf) => emf[name])
+    .filter((value) => value !== undefined);
+
+function expectNoSecretsIn(lines: string[], secrets: ReadonlyArray<string | undefined>): void {
+  const text = lines.join('');
+  for (const secret of secrets) if (secret) expect(text).not.toContain(secret);
+}
+
+describe('token refresher with a client_credentials credential', () => {
+  it('gets the first tokens, then leaves them alone while they are fresh, then refreshes ahead of expiry', async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock);
+
+    const first = await run({});
+    const tokens = stored(ids);
+    now += 2_000_000;
+    const idle = await run({});
+    now += 800_000;
+    const second = await run({});
+
+    expect(first).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(tokens).toEqual({
+      accessToken: expect.stringMatching(/^[A-Za-z0-9_-]{86}$/),
+      accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
+      obtainedWith: 'client_credentials',
+      updatedAt: new Date(START).toISOString(),
+    });
+    expect(idle).toEqual({ action: 'none', why: 'fresh' });
+    expect(second).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(tokenCalls()).toHaveLength(2);
+    const versions = fake.versions(ids.tokenSecretId);
+    expect(versions.find((v) => v.stages.includes('AWSPREVIOUS'))?.secretString).toBe(
+      JSON.stringify(tokens),
+    );
+    expect(metric('TokenRefreshed')).toEqual([1, 1]);
+    expect(metric('AccessTokenSecondsLeft')).toEqual([3600, 1600, 3600]);
+    expect(metric('RefreshTokenSecondsLeft')).toEqual([]);
+    expectNoSecretsIn(output, [
+      tokens.accessToken,
+      stored(ids).accessToken,
+      DEFAULT_SIMULATOR_CLIENT.clientSecret,
+    ]);
+  });
+
+  it('falls back to client_credentials when its refresh token is refused', async () => {
+    await sim.close();
+    sim = await startMauticSimulator({ now: clock, clientCredentialsRefreshToken: true });
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock);
+    await run({});
+    const issued = stored(ids).refreshToken ?? '';
+    // Someone else spends the refresh token: Mautic will call it invalid.
+    await fetch(`${sim.url}/oauth/v2/token`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: issued,
+        client_id: DEFAULT_SIMULATOR_CLIENT.clientId,
+        client_secret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+      }),
+    });
+    now += 3_000_000;
+
+    const outcome = await run({});
+
+    expect(outcome).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(tokenCalls().map((r) => r.status)).toEqual([200, 200, 400, 200]);
+  });
+
+  it('says how to fix a credential Mautic refuses, and writes nothing', async () => {
+    const ids = await createEnvironment(client, {
+      ...adminCredential(),
+      clientSecret: 'wrong-secret',
+    });
+
+    const outcome = await refresher(client, ids, clock)({});
+
+    expect(outcome).toEqual({ action: 'failed', why: 'invalid_client' });
+    expect(output.join('')).toContain('run \\"npx mautic-relay credentials\\" with the right ones');
+    expect(fake.current(ids.tokenSecretId)).toBeUndefined();
+    expect(metric('TokenRefreshFailed')).toEqual([1]);
+    expectNoSecretsIn(output, ['wrong-secret']);
+  });
+
+  it('waits for the next run after a network failure or a 5xx', async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock);
+    sim.setFaults({ seed: 3, dropRate: 1, scope: 'all' });
+    const dropped = await run({});
+    sim.setFaults({ seed: 3, errorRate: 1, scope: 'all' });
+    const failing = await run({});
+    sim.setFaults(undefined);
+    const recovered = await run({});
+
+    expect([dropped, failing]).toEqual([
+      { action: 'failed', why: 'transient' },
+      { action: 'failed', why: 'transient' },
+    ]);
+    expect(recovered).toMatchObject({ action: 'refreshed' });
+    expect(fake.versions(ids.tokenSecretId)).toHaveLength(1);
+  });
+});
+
+describe('token refresher with an authorization_code credential', () => {
+  it('rotates the refresh token and stores the new one at once; the old one is dead at Mautic', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), tokens);
+    now += 3_000_000;
+
+    const outcome = await refresher(client, ids, clock)({});
+
+    const next = stored(ids);
+    expect(outcome).toEqual({ action: 'refreshed', grant: 'refresh_token' });
+    expect(next.refreshToken).toMatch(/^[A-Za-z0-9_-]{86}$/);
+    expect(next.refreshToken).not.toBe(tokens.refreshToken);
+    expect(next.refreshTokenExpiresAt).toBe(new Date(now + 14 * 86_400_000).toISOString());
+    expect(next.obtainedWith).toBe('refresh_token');
+    const reuse = await fetch(`${sim.url}/oauth/v2/token`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: tokens.refreshToken ?? '',
+        client_id: NON_ADMIN.clientId,
+        client_secret: NON_ADMIN.clientSecret,
+      }),
+    });
+    expect(reuse.status).toBe(400);
+    expect(metric('RefreshTokenSecondsLeft')).toEqual([14 * 86_400]);
+    expectNoSecretsIn(output, [
+      tokens.refreshToken,
+      next.refreshToken,
+      next.accessToken,
+      NON_ADMIN.clientSecret,
+    ]);
+  });
+
+  it('on invalid_grant drops the dead refresh token, names the fix, and makes no further token calls', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), {
+      ...tokens,
+      refreshToken: 'x'.repeat(86),
+    });
+    const run = refresher(client, ids, clock);
+    now += 3_000_000;
+    const callsBefore = tokenCalls().length;
+
+    const first = await run({});
+    now += 300_000;
+    const second = await run({});
+
+    expect([first, second]).toEqual([
+      { action: 'failed', why: 'needs_authorize' },
+      { action: 'failed', why: 'needs_authorize' },
+    ]);
+    expect(tokenCalls()).toHaveLength(callsBefore + 1);
+    expect(stored(ids)).not.toHaveProperty('refreshToken');
+    expect(stored(ids).accessToken).toBe(tokens.accessToken);
+    const errors = output.filter((line) => line.includes('"level":"ERROR"'));
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toContain('Run \\"npx mautic-relay authorize\\"');
+    expect(metric('TokenRefreshFailed')).toEqual([1, 1]);
+    expect(metric('RefreshTokenSecondsLeft')).toEqual([0, 0]);
+  });
+
+  it('treats an expired refresh token like a missing one, without calling Mautic', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), {
+      ...tokens,
+      refreshTokenExpiresAt: new Date(START + 60_000).toISOString(),
+    });
+    now += 3_500_000;
+    const callsBefore = tokenCalls().length;
+
+    const outcome = await refresher(client, ids, clock)({});
+
+    expect(outcome).toEqual({ action: 'failed', why: 'needs_authorize' });
+    expect(tokenCalls()).toHaveLength(callsBefore);
+  });
+});
+
+describe('forced runs and writes', () => {
+  it('refreshes when forced, but not when the tokens were written moments ago', async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock);
+    await run({});
+    now += 30_000;
+    const soon = await run({ force: true, reason: 'mautic_token_invalid' });
+    now += 60_000;
+    const later = await run({ force: true, reason: 'mautic_token_invalid' });
+
+    expect(soon).toEqual({ action: 'none', why: 'refreshed_recently' });
+    expect(later).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(tokenCalls()).toHaveLength(2);
+  });
+
+  it('writes once however often the same write is retried, and refuses a second writer of the same version', async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const vault = new SecretsManagerTokenVault(client, ids);
+    const token: TokenSecret = {
+      accessToken: 'a'.repeat(20),
+      accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
+      obtainedWith: 'client_credentials',
+      updatedAt: new Date(START).toISOString(),
+    };
+    const requestToken = requestTokenFor(undefined, 'refresh');
+    fake.failNext('PutSecretValue', 1);
+
+    await vault.writeToken(token, requestToken);
+    await vault.writeToken(token, requestToken);
+    const rival = vault.writeToken({ ...token, accessToken: 'b'.repeat(20) }, requestToken);
+
+    await expect(rival).rejects.toThrow(/can't modify an existing version/);
+    expect(fake.versions(ids.tokenSecretId)).toHaveLength(1);
+    expect(requestToken).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('reports a write that keeps failing, and the next run refreshes again', async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock);
+    fake.failNext('PutSecretValue', 2, { code: 'AccessDeniedException', status: 400 });
+
+    const failed = await run({});
+
+    expect(failed).toEqual({ action: 'failed', why: 'write_failed' });
+    expect(output.join('')).toContain('Could not store the Mautic tokens');
+    expect(await run({})).toMatchObject({ action: 'refreshed' });
+  });
+});

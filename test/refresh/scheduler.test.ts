@@ -1,0 +1,101 @@
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
+import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import {
+  type SecretsManagerFake,
+  startSecretsManagerFake,
+} from '../../infra/local/secrets-manager-fake.ts';
+import {
+  authorizedTokens,
+  captureOutput,
+  createEnvironment,
+  NON_ADMIN,
+  refresher,
+  secretsClient,
+} from '../support/refresh.ts';
+
+const SCHEDULE_SECONDS = 300;
+let fake: SecretsManagerFake;
+let client: SecretsManagerClient;
+
+beforeAll(async () => {
+  fake = await startSecretsManagerFake();
+  client = secretsClient(fake);
+});
+
+afterAll(async () => {
+  client.destroy();
+  await fake.close();
+});
+
+type Step = { kind: 'advance'; seconds: number } | { kind: 'forced' } | { kind: 'read' };
+
+const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ kind: fc.constant('advance' as const), seconds: fc.integer({ min: 1, max: 2_400 }) }),
+  fc.constant({ kind: 'forced' as const }),
+  fc.constant({ kind: 'read' as const }),
+);
+
+describe('token refresher scheduling', () => {
+  it('never uses a refresh token twice, and readers never hold an expired token while a refresh was possible', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(stepArbitrary, { minLength: 1, maxLength: 25 }), async (steps) => {
+        let now = Date.parse('2026-11-21T00:00:00Z');
+        const clock = () => now;
+        const sim = await startMauticSimulator({ now: clock, clients: [NON_ADMIN] });
+        const output = captureOutput();
+        try {
+          const ids = await createEnvironment(
+            client,
+            {
+              baseUrl: sim.url,
+              clientId: NON_ADMIN.clientId,
+              clientSecret: NON_ADMIN.clientSecret,
+              grantType: 'authorization_code',
+            },
+            await authorizedTokens(sim, clock),
+          );
+          const run = refresher(client, ids, clock);
+          const reader = new SecretsManagerTokenStore(client, ids.tokenSecretId, {
+            cacheMs: 30_000,
+            clock: { now: clock },
+          });
+          const api = new MauticApiClient({ baseUrl: sim.url, fetch });
+          let nextScheduled = now;
+
+          for (const step of steps) {
+            if (step.kind === 'advance') {
+              const target = now + step.seconds * 1000;
+              // The schedule fires every 5 minutes of the simulated time that passes.
+              while (nextScheduled <= target) {
+                now = nextScheduled;
+                await run({});
+                nextScheduled += SCHEDULE_SECONDS * 1000;
+              }
+              now = target;
+            } else if (step.kind === 'forced') {
+              await run({ force: true, reason: 'property' });
+            } else {
+              const token = await reader.accessToken();
+              // Mautic itself judges the token: a 401 here would be a reader holding an expired one.
+              await expect(
+                api.list('contacts', { limit: 1 }, { accessToken: token }),
+              ).resolves.toMatchObject({ total: 0 });
+            }
+          }
+
+          const grants = sim.requests.filter((r) => r.path === '/oauth/v2/token');
+          expect(grants.every((r) => r.status === 200)).toBe(true);
+          expect(output.join('')).not.toContain('"level":"ERROR"');
+        } finally {
+          vi.restoreAllMocks();
+          await sim.close();
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
