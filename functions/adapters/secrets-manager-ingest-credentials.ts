@@ -5,8 +5,11 @@ import { CredentialError, parseCredentials } from '../core/webhook-auth.ts';
 
 /**
  * The ingest's credentials from a Secrets Manager secret holding
- * `{"webhookSecrets": ["whsec_…"], "apiKeys": ["…"]}`, cached for `cacheMs` so a rotation
- * (adding a secret, later removing the old one) takes effect without a deploy.
+ * `{"webhookSecrets": ["whsec_…"], "apiKeys": ["…"], "generatedSecret"?: "…"}`, cached for
+ * `cacheMs` so a rotation (adding a secret, later removing the old one) takes effect without a
+ * deploy. `generatedSecret` is what the stack generates at deploy time: 32 letters and digits,
+ * which are the base64 of 24 bytes, so `whsec_<generatedSecret>` is a valid Standard Webhooks
+ * secret (Secrets Manager cannot generate the prefix itself).
  */
 export class SecretsManagerIngestCredentials {
   readonly #client: SecretsManagerClient;
@@ -30,7 +33,7 @@ export class SecretsManagerIngestCredentials {
     const now = this.#clock.now();
     if (this.#cached && now - this.#cached.readAt < this.#cacheMs) return this.#cached.credentials;
     const answer = await this.#client.send(new GetSecretValueCommand({ SecretId: this.#secretId }));
-    let config: { webhookSecrets?: unknown; apiKeys?: unknown };
+    let config: { webhookSecrets?: unknown; apiKeys?: unknown; generatedSecret?: unknown };
     try {
       config = JSON.parse(answer.SecretString ?? '');
     } catch {
@@ -46,8 +49,10 @@ export class SecretsManagerIngestCredentials {
       }
       return value as string[];
     };
+    const generated =
+      config.generatedSecret === undefined ? [] : [`whsec_${String(config.generatedSecret)}`];
     const credentials = parseCredentials({
-      webhookSecrets: strings(config.webhookSecrets, 'webhookSecrets'),
+      webhookSecrets: [...generated, ...strings(config.webhookSecrets, 'webhookSecrets')],
       apiKeys: strings(config.apiKeys, 'apiKeys'),
     });
     this.#cached = { credentials, readAt: now };

@@ -43,6 +43,19 @@ describe('SecretsManagerIngestCredentials', () => {
     expect(secretsManager.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
 
+  it('accepts the secret the stack generates, as whsec_ followed by it', async () => {
+    const generatedSecret = 'Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z';
+    secretsManager
+      .on(GetSecretValueCommand)
+      .resolves({ SecretString: JSON.stringify({ generatedSecret, apiKeys: [] }) });
+
+    const loaded = await credentials().load();
+
+    expect(loaded).toEqual(
+      parseCredentials({ webhookSecrets: [`whsec_${generatedSecret}`], apiKeys: [] }),
+    );
+  });
+
   it.each([
     ['not JSON', 'whsec_not-json-secret-value'],
     [

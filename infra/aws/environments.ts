@@ -1,0 +1,76 @@
+import { z } from 'zod';
+
+/** One environment's settings, from `cdk.json` context `environments.<name>`. */
+const settingsSchema = z.strictObject({
+  mauticBaseUrl: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
+  /** Items per Mautic call; Mautic's api_batch_max_limit is 200. */
+  batchSize: z.number().int().min(1).max(200),
+  /** The event source mapping's maximumBatchingWindow; required above 10 items. */
+  batchingWindowSeconds: z.number().int().min(0).max(300),
+  /** Concurrent batch invocations toward Mautic (the mapping's maximumConcurrency, 2–1000). */
+  maxConcurrency: z.number().int().min(2).max(1000),
+  /** Receives before the dead-letter queue; AWS advises at least 5. */
+  maxReceiveCount: z.number().int().min(5).max(1000),
+  batchTimeoutSeconds: z.number().int().min(10).max(900),
+  /** An EventBridge schedule expression, e.g. `rate(5 minutes)`. */
+  refreshSchedule: z
+    .string()
+    .regex(/^(rate|cron)\(.+\)$/, 'must be an EventBridge rate(...) or cron(...) expression'),
+  /** Where alarms are e-mailed; empty for none (the SNS topic is created anyway). */
+  alarmEmail: z.union([z.literal(''), z.email()]),
+  oldestEventAlarmSeconds: z.number().int().min(60),
+  apiThrottle: z.strictObject({
+    rateLimit: z.number().positive(),
+    burstLimit: z.number().int().positive(),
+  }),
+  logRetentionDays: z.union([
+    z.literal(1),
+    z.literal(3),
+    z.literal(5),
+    z.literal(7),
+    z.literal(14),
+    z.literal(30),
+    z.literal(60),
+    z.literal(90),
+    z.literal(180),
+    z.literal(365),
+  ]),
+  logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']),
+});
+export type EnvironmentSettings = z.infer<typeof settingsSchema>;
+
+/**
+ * Picks and checks the settings of `-c env=NAME`. A missing or unknown name, or a bad setting,
+ * is an error that says what to write.
+ */
+export function environmentSettings(
+  name: unknown,
+  environments: unknown,
+): EnvironmentSettings & { name: string } {
+  const known =
+    typeof environments === 'object' && environments !== null ? Object.keys(environments) : [];
+  if (typeof name !== 'string' || name === '') {
+    throw new Error(
+      `Choose an environment with -c env=NAME; known environments: ${known.join(', ') || '(none in cdk.json)'}`,
+    );
+  }
+  if (!known.includes(name)) {
+    throw new Error(`Unknown environment "${name}"; known environments: ${known.join(', ')}`);
+  }
+  if (!/^[a-z][a-z0-9-]{0,31}$/.test(name)) {
+    throw new Error(`Environment name "${name}" must be lower-case letters, digits and dashes`);
+  }
+  const result = settingsSchema.safeParse((environments as Record<string, unknown>)[name]);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
+    throw new Error(
+      `Invalid settings for environment "${name}" in cdk.json: ${problems.join('; ')}`,
+    );
+  }
+  if (result.data.batchSize > 10 && result.data.batchingWindowSeconds < 1) {
+    throw new Error(
+      `Invalid settings for environment "${name}": batchSize above 10 needs batchingWindowSeconds of at least 1`,
+    );
+  }
+  return { ...result.data, name };
+}

@@ -1,0 +1,88 @@
+import * as path from 'node:path';
+import { type Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+
+/** Settings of one relay function. */
+export interface RelayFunctionProps {
+  /** The folder under `functions/` whose `index.ts` exports `handler`. */
+  readonly name: 'ingest' | 'batch' | 'refresh';
+  /** Powertools' service name and metrics namespace. */
+  readonly serviceName: string;
+  readonly metricsNamespace: string;
+  readonly environment: Readonly<Record<string, string>>;
+  readonly timeout: Duration;
+  /** @default 512 */
+  readonly memorySize?: number;
+  readonly logRetention: logs.RetentionDays;
+  readonly logLevel: string;
+  readonly reservedConcurrentExecutions?: number;
+}
+
+/**
+ * The house Lambda function: `nodejs24.x` on arm64, bundled locally with esbuild as ESM with
+ * source maps (the AWS SDK bundled too, so production runs the SDK version the tests ran), its
+ * own log group with a retention, and a role that may write only to that log group; every other
+ * permission is granted explicitly by the stack.
+ */
+export class RelayFunction extends Construct {
+  readonly function: nodejs.NodejsFunction;
+  readonly role: iam.Role;
+  readonly logGroup: logs.LogGroup;
+
+  constructor(scope: Construct, id: string, props: RelayFunctionProps) {
+    super(scope, id);
+    this.logGroup = new logs.LogGroup(this, 'Logs', {
+      retention: props.logRetention,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `${props.name} function of ${Stack.of(this).stackName}`,
+    });
+    this.role.addToPolicy(
+      new iam.PolicyStatement({
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [this.logGroup.logGroupArn],
+      }),
+    );
+    this.function = new nodejs.NodejsFunction(this, 'Function', {
+      entry: path.join(ROOT, 'functions', props.name, 'index.ts'),
+      handler: 'handler',
+      projectRoot: ROOT,
+      depsLockFilePath: path.join(ROOT, 'package-lock.json'),
+      runtime: lambda.Runtime.NODEJS_24_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: props.memorySize ?? 512,
+      timeout: props.timeout,
+      role: this.role,
+      logGroup: this.logGroup,
+      ...(props.reservedConcurrentExecutions === undefined
+        ? {}
+        : { reservedConcurrentExecutions: props.reservedConcurrentExecutions }),
+      environment: {
+        ...props.environment,
+        POWERTOOLS_SERVICE_NAME: props.serviceName,
+        POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace,
+        POWERTOOLS_LOG_LEVEL: props.logLevel,
+        NODE_OPTIONS: '--enable-source-maps',
+      },
+      bundling: {
+        format: nodejs.OutputFormat.ESM,
+        target: 'node24',
+        mainFields: ['module', 'main'],
+        sourceMap: true,
+        minify: true,
+        externalModules: [],
+        // ESM output still meets packages that call require(); give them one.
+        banner:
+          "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+      },
+    });
+  }
+}

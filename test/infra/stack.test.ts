@@ -1,0 +1,384 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+import { environmentSettings } from '../../infra/aws/environments.ts';
+import { acknowledgeFindings } from '../../infra/aws/nag.ts';
+import { RelayStack } from '../../infra/aws/relay-stack.ts';
+
+const environments = JSON.parse(readFileSync('cdk.json', 'utf8')).context.environments as Record<
+  string,
+  Record<string, unknown>
+>;
+
+function synth(
+  name = 'dev',
+  overrides: Record<string, unknown> = {},
+  options: { bundle?: boolean; acknowledge?: boolean } = {},
+) {
+  const app = new App({
+    context: options.bundle ? {} : { 'aws:cdk:bundling-stacks': [] },
+  });
+  const settings = environmentSettings(name, {
+    ...environments,
+    [name]: { ...environments[name], ...overrides },
+  });
+  const stack = new RelayStack(app, `MauticRelay-${name}`, { settings });
+  if (options.acknowledge !== false) acknowledgeFindings(stack);
+  return { app, stack, settings, template: Template.fromStack(stack) };
+}
+
+/** Each IAM statement granted to the role whose logical id starts with `rolePrefix`, with resources named by logical id. */
+function statementsOf(
+  template: Template,
+  rolePrefix: string,
+): Array<{ actions: string[]; resources: string[] }> {
+  const roles = Object.keys(template.findResources('AWS::IAM::Role')).filter((id) =>
+    id.startsWith(rolePrefix),
+  );
+  expect(roles).toHaveLength(1);
+  const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((policy) =>
+    (policy.Properties.Roles as Array<{ Ref: string }>).some((role) => role.Ref === roles[0]),
+  );
+  const name = (resource: unknown): string => {
+    const value = resource as { Ref?: string; 'Fn::GetAtt'?: [string, string] };
+    if (value.Ref) return value.Ref;
+    if (value['Fn::GetAtt']) return value['Fn::GetAtt'][0];
+    return JSON.stringify(resource);
+  };
+  return policies
+    .flatMap(
+      (policy) =>
+        policy.Properties.PolicyDocument.Statement as Array<{
+          Action: string | string[];
+          Resource: unknown;
+        }>,
+    )
+    .map((statement) => ({
+      actions: [statement.Action].flat().sort(),
+      resources: [statement.Resource]
+        .flat()
+        .map(name)
+        .map((id) => id.replace(/[0-9A-F]{8}$/, '')),
+    }))
+    .sort((a, b) => a.actions.join().localeCompare(b.actions.join()));
+}
+
+describe('the relay stack', () => {
+  let template: Template;
+  let settings: ReturnType<typeof synth>['settings'];
+
+  beforeAll(() => {
+    ({ template, settings } = synth());
+  });
+
+  it('feeds the batch function from the queue with partial batch responses, batch size, window and concurrency from config', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BatchSize: settings.batchSize,
+      MaximumBatchingWindowInSeconds: settings.batchingWindowSeconds,
+      ScalingConfig: { MaximumConcurrency: settings.maxConcurrency },
+    });
+  });
+
+  it('gives the events queue a visibility timeout of at least 6 times the batch function timeout', () => {
+    const batch = Object.values(template.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME === 'batch',
+    );
+    const queue = Object.values(template.findResources('AWS::SQS::Queue')).find(
+      (q) => q.Properties.RedrivePolicy,
+    );
+    expect(queue?.Properties.VisibilityTimeout).toBeGreaterThanOrEqual(
+      6 * batch?.Properties.Timeout,
+    );
+  });
+
+  it('keeps dead letters 14 days, longer than events, after maxReceiveCount receives (at least 5)', () => {
+    const queues = Object.values(template.findResources('AWS::SQS::Queue'));
+    const events = queues.find((q) => q.Properties.RedrivePolicy);
+    const dead = queues.find((q) => !q.Properties.RedrivePolicy);
+    expect(dead?.Properties.MessageRetentionPeriod).toBe(14 * 86_400);
+    expect(dead?.Properties.MessageRetentionPeriod).toBeGreaterThan(
+      events?.Properties.MessageRetentionPeriod,
+    );
+    expect(events?.Properties.RedrivePolicy.maxReceiveCount).toBe(settings.maxReceiveCount);
+    expect(settings.maxReceiveCount).toBeGreaterThanOrEqual(5);
+  });
+
+  it('encrypts both queues and refuses non-TLS access to them', () => {
+    template.resourcePropertiesCountIs('AWS::SQS::Queue', { SqsManagedSseEnabled: true }, 2);
+    template.resourcePropertiesCountIs(
+      'AWS::SQS::QueuePolicy',
+      {
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({
+              Effect: 'Deny',
+              Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+            }),
+          ]),
+        },
+      },
+      2,
+    );
+  });
+
+  it('runs the refresher with reserved concurrency 1 on its schedule', () => {
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      ReservedConcurrentExecutions: 1,
+      Environment: { Variables: Match.objectLike({ POWERTOOLS_SERVICE_NAME: 'refresh' }) },
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: settings.refreshSchedule,
+    });
+  });
+
+  it('builds every function for nodejs24.x on arm64 with its own log group and Powertools settings', () => {
+    const functions = Object.values(template.findResources('AWS::Lambda::Function')).filter(
+      (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME,
+    );
+    expect(
+      functions.map((fn) => fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME).sort(),
+    ).toEqual(['batch', 'ingest', 'refresh']);
+    for (const fn of functions) {
+      expect(fn.Properties).toMatchObject({
+        Runtime: 'nodejs24.x',
+        Architectures: ['arm64'],
+        LoggingConfig: { LogGroup: expect.anything() },
+      });
+      expect(fn.Properties.Environment.Variables).toMatchObject({
+        POWERTOOLS_METRICS_NAMESPACE: 'MauticBatchRelay/dev',
+        POWERTOOLS_LOG_LEVEL: settings.logLevel,
+        NODE_OPTIONS: '--enable-source-maps',
+      });
+    }
+    template.resourcePropertiesCountIs(
+      'AWS::Logs::LogGroup',
+      { RetentionInDays: settings.logRetentionDays },
+      4,
+    );
+  });
+
+  it('grants each function exactly its own actions on its own resources', () => {
+    const logs = (group: string) => ({
+      actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+      resources: [group],
+    });
+    expect(statementsOf(template, 'IngestRole')).toEqual([
+      logs('IngestLogs'),
+      { actions: ['secretsmanager:GetSecretValue'], resources: ['WebhookSecret'] },
+      { actions: ['sqs:SendMessage'], resources: ['EventsQueue'] },
+    ]);
+    expect(statementsOf(template, 'BatchRole')).toEqual([
+      { actions: ['lambda:InvokeFunction'], resources: ['RefreshFunction'] },
+      logs('BatchLogs'),
+      { actions: ['secretsmanager:GetSecretValue'], resources: ['TokenSecret'] },
+      {
+        actions: [
+          'sqs:ChangeMessageVisibility',
+          'sqs:DeleteMessage',
+          'sqs:GetQueueAttributes',
+          'sqs:GetQueueUrl',
+          'sqs:ReceiveMessage',
+        ],
+        resources: ['EventsQueue'],
+      },
+      { actions: ['sqs:SendMessage'], resources: ['DeadLetterQueue'] },
+    ]);
+    expect(statementsOf(template, 'RefreshRole')).toEqual([
+      logs('RefreshLogs'),
+      { actions: ['secretsmanager:GetSecretValue'], resources: ['ClientSecret'] },
+      {
+        actions: ['secretsmanager:GetSecretValue', 'secretsmanager:PutSecretValue'],
+        resources: ['TokenSecret'],
+      },
+    ]);
+  });
+
+  it('names the secrets after the environment and starts the webhook secret with a generated key', () => {
+    for (const name of ['client', 'token', 'webhook']) {
+      template.hasResourceProperties('AWS::SecretsManager::Secret', {
+        Name: `MauticRelay/dev/${name}`,
+      });
+    }
+    template.hasResourceProperties('AWS::SecretsManager::Secret', {
+      Name: 'MauticRelay/dev/webhook',
+      GenerateSecretString: {
+        GenerateStringKey: 'generatedSecret',
+        PasswordLength: 32,
+        ExcludePunctuation: true,
+      },
+    });
+  });
+
+  it('routes POST /events to the ingest function, throttles the stage and logs access', () => {
+    template.hasResourceProperties('AWS::ApiGatewayV2::Route', { RouteKey: 'POST /events' });
+    template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      StageName: '$default',
+      DefaultRouteSettings: {
+        ThrottlingRateLimit: settings.apiThrottle.rateLimit,
+        ThrottlingBurstLimit: settings.apiThrottle.burstLimit,
+      },
+      AccessLogSettings: { DestinationArn: Match.anyValue(), Format: Match.anyValue() },
+    });
+  });
+
+  it('raises every alarm to the SNS topic', () => {
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
+    const metrics = alarms.map(
+      (alarm) =>
+        alarm.Properties.MetricName ??
+        alarm.Properties.Metrics?.map((m: { Id: string }) => m.Id).join('+'),
+    );
+    expect(metrics.sort()).toEqual(
+      [
+        '5xx',
+        'AccessTokenSecondsLeft',
+        'ApproximateAgeOfOldestMessage',
+        'ApproximateNumberOfMessagesVisible',
+        'Errors',
+        'RefreshTokenSecondsLeft',
+        'Throttles',
+        'expr_1+failed+errors',
+      ].sort(),
+    );
+    for (const alarm of alarms)
+      expect(alarm.Properties.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^Alarms/) }]);
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'RefreshTokenSecondsLeft',
+      Threshold: 172_800,
+      ComparisonOperator: 'LessThanThreshold',
+    });
+    template.resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+
+  it('subscribes the alarm e-mail when one is configured, and outputs what operators need', () => {
+    const { template: prod } = synth('prod');
+    prod.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: environments.prod?.alarmEmail,
+    });
+    expect(Object.keys(prod.findOutputs('*')).sort()).toEqual(
+      [
+        'ClientSecretName',
+        'DeadLetterQueueUrl',
+        'EventsQueueUrl',
+        'IngestUrl',
+        'TokenSecretName',
+        'WebhookSecretName',
+      ].sort(),
+    );
+    prod.hasResource('AWS::CloudWatch::Dashboard', {});
+  });
+});
+
+describe('cdk-nag (AwsSolutions)', () => {
+  /** Synthesises dev with the AwsSolutions pack into a fresh folder; returns the validation report or the failure. */
+  function nagged(acknowledge: boolean) {
+    const outdir = mkdtempSync(join(tmpdir(), 'relay-nag-'));
+    const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new RelayStack(app, 'MauticRelay-dev', {
+      settings: environmentSettings('dev', environments),
+    });
+    if (acknowledge) acknowledgeFindings(stack);
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    let failure: unknown;
+    try {
+      app.synth();
+    } catch (error) {
+      failure = error;
+    }
+    const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
+      pluginReports: Array<{
+        conclusion: string;
+        violations: unknown[];
+        suppressedViolations: Array<{ ruleName: string; reason: string; acknowledgedAt: string }>;
+      }>;
+    };
+    rmSync(outdir, { recursive: true, force: true });
+    return { failure, report: report.pluginReports[0] };
+  }
+
+  it('leaves no unacknowledged finding, and each acknowledgment has its own reason', () => {
+    const { failure, report } = nagged(true);
+
+    expect(failure).toBeUndefined();
+    expect(report?.conclusion).toBe('success');
+    expect(report?.violations).toEqual([]);
+    expect(report?.suppressedViolations.map((v) => [v.ruleName, v.acknowledgedAt]).sort()).toEqual([
+      ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/POST--events'],
+      ['AwsSolutions-SMG4', 'MauticRelay-dev/ClientSecret'],
+      ['AwsSolutions-SMG4', 'MauticRelay-dev/TokenSecret'],
+      ['AwsSolutions-SMG4', 'MauticRelay-dev/WebhookSecret'],
+    ]);
+    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(4);
+  });
+
+  it('fails the synth when a finding is not acknowledged', () => {
+    vi.spyOn(console, 'error').mockImplementation(() => {});
+    vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const { failure, report } = nagged(false);
+
+    expect(String(failure)).toContain('ValidationFailed');
+    expect(report?.violations).toHaveLength(2);
+  });
+});
+
+describe('environment settings', () => {
+  it('requires a known environment and lists the known ones', () => {
+    expect(() => environmentSettings(undefined, environments)).toThrow(
+      'Choose an environment with -c env=NAME; known environments: dev, prod',
+    );
+    expect(() => environmentSettings('staging', environments)).toThrow(
+      'Unknown environment "staging"; known environments: dev, prod',
+    );
+  });
+
+  it('refuses settings that would break the relay, naming them', () => {
+    const bad = {
+      ...environments.dev,
+      batchSize: 500,
+      maxReceiveCount: 2,
+      mauticBaseUrl: 'http://mautic',
+    };
+    expect(() => environmentSettings('dev', { dev: bad })).toThrow(
+      /batchSize.*maxReceiveCount.*mauticBaseUrl|mauticBaseUrl.*batchSize.*maxReceiveCount/,
+    );
+    expect(() =>
+      environmentSettings('dev', {
+        dev: { ...environments.dev, batchSize: 50, batchingWindowSeconds: 0 },
+      }),
+    ).toThrow('batchSize above 10 needs batchingWindowSeconds of at least 1');
+  });
+
+  it('bundles every function locally with esbuild, as ESM with source maps', () => {
+    const outdir = mkdtempSync(join(tmpdir(), 'relay-bundle-'));
+    try {
+      const app = new App({ outdir });
+      const stack = new RelayStack(app, 'MauticRelay-dev', {
+        settings: environmentSettings('dev', environments),
+      });
+      const assembly = app.synth();
+      const assets = readdirSync(assembly.directory).filter((entry) => entry.startsWith('asset.'));
+
+      expect(assets).toHaveLength(3);
+      for (const asset of assets) {
+        expect(readdirSync(join(assembly.directory, asset)).sort()).toEqual([
+          'index.mjs',
+          'index.mjs.map',
+        ]);
+      }
+      expect(stack.stackName).toBe('MauticRelay-dev');
+    } finally {
+      rmSync(outdir, { recursive: true, force: true });
+    }
+  });
+});
