@@ -16,22 +16,41 @@ export class SecretsManagerIngestCredentials {
   readonly #secretId: string;
   readonly #cacheMs: number;
   readonly #clock: Clock;
+  readonly #onReloadError: (error: unknown) => void;
   #cached: { credentials: IngestCredentials; readAt: number } | undefined;
 
   constructor(
     client: SecretsManagerClient,
     secretId: string,
-    options: { cacheMs: number; clock: Clock },
+    options: { cacheMs: number; clock: Clock; onReloadError?: (error: unknown) => void },
   ) {
     this.#client = client;
     this.#secretId = secretId;
     this.#cacheMs = options.cacheMs;
     this.#clock = options.clock;
+    this.#onReloadError = options.onReloadError ?? (() => {});
   }
 
+  /**
+   * The credentials, read again once the cache time has passed. A failed reload (Secrets Manager
+   * unreachable, a badly rotated secret) keeps the last good credentials for another cache
+   * period and reports the error, rather than failing every request.
+   */
   async load(): Promise<IngestCredentials> {
     const now = this.#clock.now();
-    if (this.#cached && now - this.#cached.readAt < this.#cacheMs) return this.#cached.credentials;
+    const cached = this.#cached;
+    if (cached && now - cached.readAt < this.#cacheMs) return cached.credentials;
+    if (!cached) return this.#read(now);
+    try {
+      return await this.#read(now);
+    } catch (error) {
+      this.#onReloadError(error);
+      this.#cached = { credentials: cached.credentials, readAt: now };
+      return cached.credentials;
+    }
+  }
+
+  async #read(now: number): Promise<IngestCredentials> {
     const answer = await this.#client.send(new GetSecretValueCommand({ SecretId: this.#secretId }));
     let config: { webhookSecrets?: unknown; apiKeys?: unknown; generatedSecret?: unknown };
     try {

@@ -49,8 +49,16 @@ export class SqsEventQueue implements EventQueue {
           Entries: entries.map(([id, message]) => ({ Id: id, MessageBody: message.body })),
         }),
       );
+      // SQS blames the message itself: sending it again cannot help.
+      const refused = answer.Failed?.find((failure) => failure.SenderFault);
+      if (refused) {
+        throw new QueueUnavailableError(
+          `SQS refused a message (${refused.Code ?? 'unknown code'})`,
+        );
+      }
       return new Set(notListed(entries, answer.Successful));
-    } catch {
+    } catch (error) {
+      if (error instanceof QueueUnavailableError) throw error;
       return new Set(entries.map(([id]) => id));
     }
   }

@@ -1,4 +1,9 @@
-import { type QueuedEvent, type RelayEvent, relayEventSchema } from './events.ts';
+import {
+  type QueuedEvent,
+  queuedEventSchema,
+  type RelayEvent,
+  relayEventSchema,
+} from './events.ts';
 import type { Clock } from './mautic-http.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
@@ -120,28 +125,52 @@ export async function acceptEvents(
     if (result.success) events.push(result.data);
     else {
       for (const issue of result.error.issues) {
-        details.push({ index, path: toPointer(issue.path), message: issue.message });
+        // One detail per unknown key, at its own pointer: "" is kept for the request as a whole.
+        if (issue.code === 'unrecognized_keys') {
+          for (const key of issue.keys)
+            details.push({
+              index,
+              path: toPointer([...issue.path, key]),
+              message: 'is not a known field',
+            });
+        } else {
+          details.push({ index, path: toPointer(issue.path), message: issue.message });
+        }
       }
     }
   });
   if (details.length > 0) return failure(422, 'invalid_event', 'Some events are invalid.', details);
 
   const receivedAt = new Date(deps.clock.now()).toISOString();
-  const messages: OutgoingMessage[] = events.map((event, index) => {
-    const eventId =
-      event.eventId ?? (sender.webhookId ? `${sender.webhookId}:${index}` : deps.newId());
-    const queued: QueuedEvent = {
+  const queued = events.map(
+    (event, index): QueuedEvent => ({
       v: 1,
-      eventId,
+      eventId: event.eventId ?? (sender.webhookId ? `${sender.webhookId}:${index}` : deps.newId()),
       receivedAt,
       sender: sender.name,
       entity: event.entity,
       action: event.action,
       ...(event.data === undefined ? {} : { data: event.data }),
       ...(event.id === undefined ? {} : { id: event.id }),
-    };
-    return { eventId, body: JSON.stringify(queued) };
+    }),
+  );
+  // What the batch function reads must parse, e.g. an event id derived from a long webhook-id.
+  const unreadable = queued.flatMap((envelope, index) => {
+    const check = queuedEventSchema.safeParse(envelope);
+    return check.success
+      ? []
+      : check.error.issues.map((issue) => ({
+          index,
+          path: toPointer(issue.path),
+          message: issue.message,
+        }));
   });
+  if (unreadable.length > 0)
+    return failure(422, 'invalid_event', 'Some events are invalid.', unreadable);
+  const messages: OutgoingMessage[] = queued.map((envelope) => ({
+    eventId: envelope.eventId,
+    body: toQueueBody(envelope),
+  }));
   const tooLarge = messages.findIndex(
     (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,
   );
@@ -169,6 +198,18 @@ export async function acceptEvents(
     status: 202,
     body: { accepted: messages.length, eventIds: messages.map((m) => m.eventId) },
   };
+}
+
+/**
+ * The event as an SQS message body. JSON.stringify leaves U+FFFE and U+FFFF as they are, and SQS
+ * refuses messages holding them; inside JSON they can only stand in strings, so escaping them
+ * keeps the same value.
+ */
+function toQueueBody(event: QueuedEvent): string {
+  return JSON.stringify(event).replace(
+    /[\uFFFE\uFFFF]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16)}`,
+  );
 }
 
 /** The 413 answer for a body over the cap. */

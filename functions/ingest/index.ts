@@ -10,12 +10,17 @@ import { createIngestHandler } from './handler.ts';
 
 const config = loadIngestConfig(process.env);
 const clock = { now: () => Date.now() };
+const logger = new Logger();
 const stored =
   config.webhookSecretId === undefined
     ? undefined
     : new SecretsManagerIngestCredentials(new SecretsManagerClient({}), config.webhookSecretId, {
         cacheMs: config.credentialsCacheSeconds * 1000,
         clock,
+        onReloadError: (error) =>
+          logger.error('Could not reload the webhook secret; still using the last good one', {
+            error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          }),
       });
 const fixed = stored
   ? undefined
@@ -29,5 +34,5 @@ export const handler = createIngestHandler({
   clock,
   newId: randomUUID,
   limits: { maxBodyBytes: config.maxBodyBytes, maxEvents: config.maxEvents },
-  logger: new Logger(),
+  logger,
 });

@@ -43,6 +43,34 @@ describe('SecretsManagerIngestCredentials', () => {
     expect(secretsManager.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
 
+  it('keeps the last good credentials when a reload fails, and reports it', async () => {
+    secretsManager
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: JSON.stringify({ webhookSecrets: [WEBHOOK_SECRET] }) })
+      .resolvesOnce({ SecretString: JSON.stringify({ webhookSecrets: ['whsec_AAAA'] }) })
+      .rejects(new Error('ThrottlingException'));
+    const errors: unknown[] = [];
+    const source = new SecretsManagerIngestCredentials(
+      new SecretsManagerClient({ region: 'eu-west-1' }),
+      'relay/dev/webhook',
+      {
+        cacheMs: 1000,
+        clock: { now: () => now },
+        onReloadError: (error) => errors.push(error),
+      },
+    );
+
+    const good = await source.load();
+    now = 1000;
+    const afterBadRotation = await source.load();
+    now = 2000;
+    const afterOutage = await source.load();
+
+    expect(afterBadRotation).toBe(good);
+    expect(afterOutage).toBe(good);
+    expect(errors.map((e) => (e as Error).name)).toEqual(['CredentialError', 'Error']);
+  });
+
   it('accepts the secret the stack generates, as whsec_ followed by it', async () => {
     const generatedSecret = 'Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z';
     secretsManager

@@ -56,6 +56,18 @@ describe('SqsEventQueue', () => {
     ).toEqual([['0', '1'], ['1']]);
   });
 
+  it("does not retry a message SQS refuses as the sender's fault", async () => {
+    sqs.on(SendMessageBatchCommand).resolves({
+      Successful: [],
+      Failed: [{ Id: '0', Code: 'InvalidMessageContents', SenderFault: true }],
+    });
+
+    await expect(queue().enqueue([message(0)])).rejects.toThrow(
+      'SQS refused a message (InvalidMessageContents)',
+    );
+    expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
+  });
+
   it('gives up with QueueUnavailableError after 3 retries', async () => {
     sqs.on(SendMessageBatchCommand).rejects(new Error('throttled'));
 

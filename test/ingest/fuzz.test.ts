@@ -17,7 +17,7 @@ const eventArbitrary = fc.oneof(
     data: fc.option(
       fc.dictionary(
         fc.constantFrom('email', 'firstname', '__proto__', 'n'),
-        fc.jsonValue({ maxDepth: 2 }),
+        fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.string({ unit: 'binary', maxLength: 20 })),
       ),
       { nil: undefined },
     ),
@@ -34,7 +34,7 @@ const eventArbitrary = fc.oneof(
 const bodyArbitrary = fc.oneof(
   fc.array(eventArbitrary, { minLength: 0, maxLength: 4 }).map((events) => JSON.stringify(events)),
   eventArbitrary.map((event) => JSON.stringify(event)),
-  fc.string({ maxLength: 200 }),
+  fc.string({ unit: 'binary', maxLength: 200 }),
   fc.uint8Array({ maxLength: 200 }),
   fc.constant(''),
 );

@@ -182,4 +182,35 @@ describe('ingest over fauxqs', () => {
     });
     expect(lines.join('')).toContain('"requestId":"request-42"');
   });
+
+  it('queues text SQS would refuse as JSON.stringify writes it (U+FFFE, U+FFFF), escaped to the same value', async () => {
+    const queueUrl = await newQueue();
+    const body = JSON.stringify({
+      entity: 'contacts',
+      action: 'create',
+      data: { email: 'odd@example.com', note: 'a\uffffb\ufffe' },
+    });
+
+    const response = await ingestHandler(new SqsEventQueue(localSqs.sqs, queueUrl))(
+      httpApiEvent({ body, headers: signedHeaders(body) }),
+    );
+
+    expect(response.status).toBe(202);
+    const [message] = await receiveUntil(localSqs.sqs, queueUrl, 1, { timeoutMs: 3_000 });
+    expect(JSON.parse(message?.Body ?? '').data.note).toBe('a\uffffb\ufffe');
+  });
+
+  it('refuses events whose derived id would not fit in 128 characters, before queueing', async () => {
+    const queue = recordingQueue();
+    const body = JSON.stringify(Array.from({ length: 1001 }, (_, i) => contact(i)));
+    const id = `msg_${'x'.repeat(120)}`;
+
+    const response = await ingestHandler(queue, {
+      limits: { maxBodyBytes: 1024 * 1024, maxEvents: 2000 },
+    })(httpApiEvent({ body, headers: signedHeaders(body, { id }) }));
+
+    expect(response.status).toBe(422);
+    expect(response.body.error?.details?.[0]).toMatchObject({ index: 1000, path: '/eventId' });
+    expect(queue.messages).toEqual([]);
+  });
 });

@@ -414,7 +414,7 @@ describe('ingest against hostile requests', () => {
         path: '/entity',
         message: 'must be a Mautic API path name such as "contacts" (/^[a-z][a-zA-Z]{1,63}$/)',
       },
-      { index: 2, path: '', message: 'Unrecognized key: "a/b"' },
+      { index: 2, path: '/a~1b', message: 'is not a known field' },
     ]);
   });
 

@@ -7,7 +7,9 @@ import type {
 import {
   DEFAULT_INGEST_LIMITS,
   type EventQueue,
+  type IngestLimits,
   type OutgoingMessage,
+  QueueUnavailableError,
 } from '../../functions/core/ingest.ts';
 import {
   parseCredentials,
@@ -86,13 +88,19 @@ export const lambdaContext = {
   getRemainingTimeInMillis: () => 10_000,
 } as unknown as Context;
 
-/** A queue that records what it was given, or fails as told. */
+/** Characters SQS refuses in a message body (it allows #x9, #xA, #xD, #x20–#xD7FF, #xE000–#xFFFD, #x10000–#x10FFFF). */
+const NOT_SQS_TEXT = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
+
+/** A queue that records what it was given, refuses what SQS would refuse, or fails as told. */
 export function recordingQueue(fail?: () => Error): EventQueue & { messages: OutgoingMessage[] } {
   const messages: OutgoingMessage[] = [];
   return {
     messages,
     async enqueue(batch) {
       if (fail) throw fail();
+      const refused = batch.find((message) => NOT_SQS_TEXT.test(message.body));
+      if (refused)
+        throw new QueueUnavailableError(`SQS would refuse the body of ${refused.eventId}`);
       messages.push(...batch);
     },
   };
@@ -112,7 +120,7 @@ export interface IngestBody {
 /** The real ingest handler over `queue`, with one webhook secret and one API key. */
 export function ingestHandler(
   queue: EventQueue,
-  options: { logger?: Logger; secrets?: string[] } = {},
+  options: { logger?: Logger; secrets?: string[]; limits?: IngestLimits } = {},
 ) {
   const credentials = parseCredentials({
     webhookSecrets: options.secrets ?? [WEBHOOK_SECRET],
@@ -126,7 +134,7 @@ export function ingestHandler(
       let n = 0;
       return () => `generated-${++n}`;
     })(),
-    limits: DEFAULT_INGEST_LIMITS,
+    limits: options.limits ?? DEFAULT_INGEST_LIMITS,
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
