@@ -1,8 +1,10 @@
 import {
   GetSecretValueCommand,
+  InvalidParameterException,
   PutSecretValueCommand,
   ResourceNotFoundException,
   type SecretsManagerClient,
+  UpdateSecretVersionStageCommand,
 } from '@aws-sdk/client-secrets-manager';
 import type { TokenVault } from '../core/token-refresh.ts';
 import {
@@ -27,7 +29,7 @@ export class SecretsManagerTokenVault implements TokenVault {
     this.#tokenSecretId = ids.tokenSecretId;
   }
 
-  async readClient(): Promise<{ client: ClientSecret; versionId: string }> {
+  async readClient(): Promise<{ client: ClientSecret }> {
     const answer = await this.#client.send(
       new GetSecretValueCommand({ SecretId: this.#clientSecretId }),
     );
@@ -41,7 +43,7 @@ export class SecretsManagerTokenVault implements TokenVault {
         `The Mautic client secret is not valid (${fields}): run "npx mautic-relay credentials"`,
       );
     }
-    return { client: parsed.data, versionId: answer.VersionId ?? '' };
+    return { client: parsed.data };
   }
 
   async readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }> {
@@ -61,14 +63,49 @@ export class SecretsManagerTokenVault implements TokenVault {
     return { token: parsed.success ? parsed.data : undefined, versionId: answer.VersionId };
   }
 
-  async writeToken(token: TokenSecret, requestToken: string): Promise<void> {
+  /**
+   * Puts the tokens as a new version labelled AWSPENDING, then moves AWSCURRENT to it from
+   * `basedOn`: Secrets Manager moves the label only if `basedOn` still holds it, which makes the
+   * write a compare-and-swap (reliability.md §4.3). AWSPREVIOUS follows automatically.
+   */
+  async writeToken(
+    token: TokenSecret,
+    requestToken: string,
+    basedOn: string | undefined,
+  ): Promise<'written' | 'superseded'> {
+    const SecretId = this.#tokenSecretId;
+    const SecretString = JSON.stringify(token);
+    if (basedOn === undefined) {
+      // No version yet (a secret created empty): the first one becomes AWSCURRENT by itself.
+      await this.#client.send(
+        new PutSecretValueCommand({ SecretId, SecretString, ClientRequestToken: requestToken }),
+      );
+      return 'written';
+    }
     await this.#client.send(
       new PutSecretValueCommand({
-        SecretId: this.#tokenSecretId,
-        SecretString: JSON.stringify(token),
+        SecretId,
+        SecretString,
         ClientRequestToken: requestToken,
+        VersionStages: ['AWSPENDING'],
       }),
     );
+    try {
+      await this.#client.send(
+        new UpdateSecretVersionStageCommand({
+          SecretId,
+          VersionStage: 'AWSCURRENT',
+          MoveToVersionId: requestToken,
+          RemoveFromVersionId: basedOn,
+        }),
+      );
+      return 'written';
+    } catch (error) {
+      if (!(error instanceof InvalidParameterException)) throw error;
+      // Either a retry of a move that already happened, or another writer got there first.
+      const current = await this.#client.send(new GetSecretValueCommand({ SecretId }));
+      return current.VersionId === requestToken ? 'written' : 'superseded';
+    }
   }
 }
 

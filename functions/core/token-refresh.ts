@@ -7,21 +7,33 @@ import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
 /** The two secrets of one environment, as the refresher sees them. */
 export interface TokenVault {
-  /** The operator's credential, with the id of the version read. */
-  readClient(): Promise<{ client: ClientSecret; versionId: string }>;
+  /** The operator's credential. */
+  readClient(): Promise<{ client: ClientSecret }>;
   /** The current tokens, or none yet, with the id of the version read. */
   readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }>;
   /**
-   * Writes a new version. The same `requestToken` with the same content is a no-op, so a
-   * retried write cannot create a second version; with other content it fails.
+   * Makes `token` the current version, but only if `basedOn` still is (a compare-and-swap):
+   * 'superseded' when another writer (the `authorize` command) wrote in between. The same
+   * `requestToken` with the same content is idempotent, so a retried write adds no version.
    */
-  writeToken(token: TokenSecret, requestToken: string): Promise<void>;
+  writeToken(
+    token: TokenSecret,
+    requestToken: string,
+    basedOn: string | undefined,
+  ): Promise<'written' | 'superseded'>;
 }
 
 /** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
 export interface TokenGranter {
   clientCredentials(): Promise<MauticTokens>;
   refresh(refreshToken: string): Promise<MauticTokens>;
+}
+
+/** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
+export interface UnsavedWrite {
+  token: TokenSecret;
+  requestToken: string;
+  basedOn: string | undefined;
 }
 
 export interface RefreshDeps {
@@ -34,6 +46,8 @@ export interface RefreshDeps {
   refreshAheadSeconds: number;
   /** Mautic does not say when a refresh token expires; its default lifetime is 14 days. */
   refreshTokenLifetimeSeconds: number;
+  /** Tokens obtained but not yet stored; kept for the life of the container. */
+  unsaved: { value: UnsavedWrite | undefined };
 }
 
 /** A run of the refresher: on its schedule, or forced by the batch function after a 401. */
@@ -43,22 +57,23 @@ export interface RefreshRequest {
 }
 
 export type RefreshOutcome =
-  | { action: 'none'; why: 'fresh' | 'refreshed_recently' }
+  | { action: 'none'; why: 'fresh' | 'refreshed_recently' | 'superseded' }
   | { action: 'refreshed'; grant: 'refresh_token' | 'client_credentials' }
   | { action: 'failed'; why: string };
 
-/** A forced run finding tokens written this recently does nothing: someone just refreshed. */
+/** A forced run finding tokens this recent, and not about to expire, does nothing. */
 const FORCED_RUN_MIN_AGE_MS = 60_000;
 
 /**
  * One run of the token refresher, the single writer of the token secret.
  *
  * Reads the tokens; leaves them alone when the access token has more than
- * `refreshAheadSeconds` left (and the run is not forced), or when a forced run finds them
- * refreshed within the last minute. Otherwise refreshes: the refresh grant while a refresh token
- * is held and unexpired (the rotated one is stored at once), `client_credentials` otherwise when
- * the credential allows it, and writes a new version whose request token derives from the version
- * read, so a retried write is idempotent.
+ * `refreshAheadSeconds` left (and the run is not forced), or when a forced run finds them written
+ * within the last minute and still valid for one. Otherwise refreshes: the refresh grant while a
+ * refresh token is held and unexpired, `client_credentials` otherwise when the credential allows
+ * it, and stores the result at once as a new version, compare-and-swapped against the version
+ * read. Tokens that could not be stored are kept and stored first on the next run, before any
+ * token call, so a rotated refresh token is never lost or sent twice.
  *
  * A refused refresh token (`invalid_grant`) falls back to `client_credentials` for such a
  * credential; for an `authorization_code` credential the dead refresh token is removed from the
@@ -71,14 +86,26 @@ export async function refreshTokens(
 ): Promise<RefreshOutcome> {
   const { vault, clock, logger, metrics } = deps;
   const now = clock.now();
-  const { token, versionId } = await vault.readToken();
-  const secondsLeft = token ? (Date.parse(token.accessTokenExpiresAt) - now) / 1000 : 0;
 
-  if (token && !request.force && secondsLeft > deps.refreshAheadSeconds) {
+  const pending = deps.unsaved.value;
+  if (pending) {
+    const stored = await write(pending, deps);
+    if (stored === 'failed') return failed(pending.token, now, deps, 'write_failed');
+    deps.unsaved.value = undefined;
+  }
+
+  const { token, versionId } = await vault.readToken();
+  const msLeft = token ? Date.parse(token.accessTokenExpiresAt) - now : 0;
+  if (token && !request.force && msLeft > deps.refreshAheadSeconds * 1000) {
     reportLifetimes(token, now, metrics);
     return { action: 'none', why: 'fresh' };
   }
-  if (token && request.force && now - Date.parse(token.updatedAt) < FORCED_RUN_MIN_AGE_MS) {
+  if (
+    token &&
+    request.force &&
+    now - Date.parse(token.updatedAt) < FORCED_RUN_MIN_AGE_MS &&
+    msLeft > FORCED_RUN_MIN_AGE_MS
+  ) {
     logger.info('Forced refresh skipped: the tokens were refreshed moments ago', {
       reason: request.reason,
     });
@@ -86,7 +113,15 @@ export async function refreshTokens(
     return { action: 'none', why: 'refreshed_recently' };
   }
 
-  const { client } = await vault.readClient();
+  let client: ClientSecret;
+  try {
+    ({ client } = await vault.readClient());
+  } catch (error) {
+    logger.error('Cannot read the Mautic credential: run "npx mautic-relay credentials"', {
+      error: describe(error),
+    });
+    return failed(token, now, deps, 'client_secret_unreadable');
+  }
   const granter = deps.granterFor(client);
   const refreshToken =
     token?.refreshToken &&
@@ -115,30 +150,27 @@ export async function refreshTokens(
     }
   } catch (error) {
     if (isInvalidGrant(error) && token) {
-      // Dropping the dead refresh token is what stops further calls until `authorize` is run.
+      // Dropping the dead refresh token is what stops further calls until `authorize` is run;
+      // if the write fails it is kept and retried before any token call.
       const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
-      await writeWithRetry(
-        vault,
-        { ...rest, updatedAt: token.updatedAt },
-        requestTokenFor(versionId, 'drop'),
-        logger,
+      await writeOrKeep(
+        { token: rest, requestToken: requestTokenFor(versionId, 'drop'), basedOn: versionId },
+        deps,
       );
       return needsAuthorize(rest, now, deps, 'Mautic refused the refresh token (invalid_grant)');
     }
-    metrics.addMetric('TokenRefreshFailed', 'Count', 1);
     if (error instanceof MauticTokenError) {
       logger.error(fixFor(error), {
         reason: error.reason,
         status: error.status,
         error: error.message,
       });
-      return { action: 'failed', why: error.reason };
+      return failed(token, now, deps, error.reason);
     }
     logger.warn('Token refresh failed; the next run tries again', { error: describe(error) });
-    return { action: 'failed', why: 'transient' };
+    return failed(token, now, deps, 'transient');
   }
 
-  const obtainedAt = tokens.obtainedAt;
   const next: TokenSecret = {
     accessToken: tokens.accessToken,
     accessTokenExpiresAt: new Date(tokens.accessTokenExpiresAt).toISOString(),
@@ -146,16 +178,21 @@ export async function refreshTokens(
       ? {
           refreshToken: tokens.refreshToken,
           refreshTokenExpiresAt: new Date(
-            obtainedAt + deps.refreshTokenLifetimeSeconds * 1000,
+            tokens.obtainedAt + deps.refreshTokenLifetimeSeconds * 1000,
           ).toISOString(),
         }
       : {}),
     obtainedWith: grant,
-    updatedAt: new Date(obtainedAt).toISOString(),
+    updatedAt: new Date(tokens.obtainedAt).toISOString(),
   };
-  if (!(await writeWithRetry(vault, next, requestTokenFor(versionId, 'refresh'), logger))) {
-    metrics.addMetric('TokenRefreshFailed', 'Count', 1);
-    return { action: 'failed', why: 'write_failed' };
+  const stored = await writeOrKeep(
+    { token: next, requestToken: requestTokenFor(versionId, 'refresh'), basedOn: versionId },
+    deps,
+  );
+  if (stored === 'failed') return failed(token, now, deps, 'write_failed');
+  if (stored === 'superseded') {
+    logger.warn('New tokens were stored by someone else meanwhile (authorize?); keeping theirs');
+    return { action: 'none', why: 'superseded' };
   }
   metrics.addMetric('TokenRefreshed', 'Count', 1);
   reportLifetimes(next, now, metrics);
@@ -170,7 +207,7 @@ export async function refreshTokens(
 
 /**
  * The write's idempotency token: derived from the version read, so retrying the same write
- * cannot add a second version, and a second writer that read the same version is refused.
+ * cannot add a second version.
  */
 export function requestTokenFor(versionRead: string | undefined, purpose: string): string {
   return createHash('sha256')
@@ -178,21 +215,45 @@ export function requestTokenFor(versionRead: string | undefined, purpose: string
     .digest('hex');
 }
 
-async function writeWithRetry(
-  vault: TokenVault,
-  token: TokenSecret,
-  requestToken: string,
-  logger: Logger,
-): Promise<boolean> {
+/** Writes, keeping the tokens for the next run if the write fails. */
+async function writeOrKeep(
+  unsaved: UnsavedWrite,
+  deps: RefreshDeps,
+): Promise<'written' | 'superseded' | 'failed'> {
+  const result = await write(unsaved, deps);
+  if (result === 'failed') deps.unsaved.value = unsaved;
+  return result;
+}
+
+async function write(
+  unsaved: UnsavedWrite,
+  deps: RefreshDeps,
+): Promise<'written' | 'superseded' | 'failed'> {
   for (let attempt = 1; attempt <= 2; attempt++) {
     try {
-      await vault.writeToken(token, requestToken);
-      return true;
+      return await deps.vault.writeToken(unsaved.token, unsaved.requestToken, unsaved.basedOn);
     } catch (error) {
-      logger.error('Could not store the Mautic tokens', { attempt, error: describe(error) });
+      deps.logger.error(
+        'Could not store the Mautic tokens; they are kept to be stored first on the next run',
+        {
+          attempt,
+          error: describe(error),
+        },
+      );
     }
   }
-  return false;
+  return 'failed';
+}
+
+function failed(
+  token: Partial<TokenSecret> | undefined,
+  now: number,
+  deps: RefreshDeps,
+  why: string,
+): RefreshOutcome {
+  deps.metrics.addMetric('TokenRefreshFailed', 'Count', 1);
+  reportLifetimes(token, now, deps.metrics);
+  return { action: 'failed', why };
 }
 
 function needsAuthorize(
@@ -201,13 +262,13 @@ function needsAuthorize(
   deps: RefreshDeps,
   why: string,
 ): RefreshOutcome {
-  deps.metrics.addMetric('TokenRefreshFailed', 'Count', 1);
   deps.logger.error(
     `Mautic tokens cannot be refreshed: ${why}. Run "npx mautic-relay authorize" for this environment to authorize the relay again.`,
   );
-  reportLifetimes(token, now, deps.metrics);
+  // No refresh token is held: say so with 0, for the refresh-token alarm.
   deps.metrics.addMetric('RefreshTokenSecondsLeft', 'Seconds', 0);
-  return { action: 'failed', why: 'needs_authorize' };
+  const accessOnly = token && { accessTokenExpiresAt: token.accessTokenExpiresAt };
+  return failed(accessOnly, now, deps, 'needs_authorize');
 }
 
 function fixFor(error: MauticTokenError): string {
@@ -220,7 +281,7 @@ function fixFor(error: MauticTokenError): string {
   return 'Mautic refused the token request';
 }
 
-/** How long the access and refresh tokens have left (0 when there is none). */
+/** How long the access and refresh tokens have left. */
 function reportLifetimes(
   token: Partial<TokenSecret> | undefined,
   now: number,
@@ -230,9 +291,8 @@ function reportLifetimes(
     at === undefined ? 0 : Math.max(0, Math.round((Date.parse(at) - now) / 1000));
   metrics.addMetric('AccessTokenSecondsLeft', 'Seconds', left(token?.accessTokenExpiresAt));
   // Only a held refresh token has a lifetime: client_credentials tokens come without one.
-  if (token?.refreshToken) {
+  if (token?.refreshToken)
     metrics.addMetric('RefreshTokenSecondsLeft', 'Seconds', left(token.refreshTokenExpiresAt));
-  }
 }
 
 function isInvalidGrant(error: unknown): boolean {

@@ -18,4 +18,5 @@ export const handler = createRefreshHandler({
   metrics: new Metrics(),
   refreshAheadSeconds: config.refreshAheadSeconds,
   refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
+  unsaved: { value: undefined },
 });

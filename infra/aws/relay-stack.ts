@@ -112,7 +112,12 @@ export class RelayStack extends Stack {
     );
     this.refresh.role.addToPolicy(
       new iam.PolicyStatement({
-        actions: ['secretsmanager:GetSecretValue', 'secretsmanager:PutSecretValue'],
+        // Put a pending version, then move AWSCURRENT to it only from the version read.
+        actions: [
+          'secretsmanager:GetSecretValue',
+          'secretsmanager:PutSecretValue',
+          'secretsmanager:UpdateSecretVersionStage',
+        ],
         resources: [tokenSecret.secretArn],
       }),
     );

@@ -2,45 +2,79 @@
 /**
  * Operator commands. Secrets Manager is reached through the usual AWS environment (region,
  * profile, credentials); against the local stack set AWS_ENDPOINT_URL_SECRETS_MANAGER as
- * `npm start` prints it.
+ * `npm start` prints it. `send` needs no AWS environment, only the ingest URL and a credential.
  *
  *   npx mautic-relay credentials --env dev --base-url https://mautic.example.com \
  *       --client-id 1_abc --grant-type client_credentials   (secret from MAUTIC_CLIENT_SECRET or stdin)
  *   npx mautic-relay authorize --env dev [--port 8765] [--timeout 300]
+ *   WEBHOOK_SECRET=whsec_… npx mautic-relay send --url http://127.0.0.1:3000/events events.json
  */
-import { parseArgs } from 'node:util';
+import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { authorize, type CommandDeps, storeCredentials, UsageError } from './operator-commands.ts';
+import { sendEvents } from './send.ts';
 
 const USAGE = `Usage:
   mautic-relay credentials --env NAME --base-url URL --client-id ID --grant-type client_credentials|authorization_code
       (the client secret is read from MAUTIC_CLIENT_SECRET, else from stdin)
-  mautic-relay authorize --env NAME [--port 8765] [--timeout SECONDS]`;
+  mautic-relay authorize --env NAME [--port 8765] [--timeout SECONDS]
+  mautic-relay send --url URL [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]
+      (posts FILE, or stdin, as it is; the credential is best given as WEBHOOK_SECRET or
+      INGEST_API_KEY in the environment; exits 0 on a 2xx answer, else 1)`;
+
+const OPTIONS = {
+  credentials: {
+    env: { type: 'string' },
+    'base-url': { type: 'string' },
+    'client-id': { type: 'string' },
+    'grant-type': { type: 'string', default: 'client_credentials' },
+  },
+  authorize: {
+    env: { type: 'string' },
+    port: { type: 'string', default: '8765' },
+    timeout: { type: 'string', default: '300' },
+  },
+  send: {
+    url: { type: 'string' },
+    secret: { type: 'string' },
+    'api-key': { type: 'string' },
+    id: { type: 'string' },
+  },
+} satisfies Record<string, ParseArgsOptionsConfig>;
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
-  const { values } = parseArgs({
-    args: rest,
-    options: {
-      env: { type: 'string' },
-      'base-url': { type: 'string' },
-      'client-id': { type: 'string' },
-      'grant-type': { type: 'string', default: 'client_credentials' },
-      port: { type: 'string', default: '8765' },
-      timeout: { type: 'string', default: '300' },
-    },
-  });
-  if (!values.env) throw new UsageError(`--env is required\n${USAGE}`);
-  const deps: CommandDeps = {
-    secrets: new SecretsManagerClient({}),
-    fetch,
-    print: (line) => process.stdout.write(`${line}\n`),
-    now: Date.now,
-  };
+  if (command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const print = (line: string) => process.stdout.write(`${line}\n`);
+
+  if (command === 'send') {
+    const { values, positionals } = parse(rest, OPTIONS.send, true);
+    if (positionals.length > 1) throw new UsageError(`send takes at most one FILE\n${USAGE}`);
+    const result = await sendEvents(
+      {
+        url: values.url,
+        secret: values.secret,
+        apiKey: values['api-key'],
+        id: values.id,
+        file: positionals[0],
+        env: process.env,
+      },
+      { fetch, print, now: Date.now, readStdin: readStdinBytes },
+    );
+    if (!result.ok) process.exitCode = 1;
+    return;
+  }
+
   if (command === 'credentials') {
+    const { values } = parse(rest, OPTIONS.credentials);
+    if (!values.env) throw new UsageError(`--env is required\n${USAGE}`);
     if (!values['base-url'] || !values['client-id'])
       throw new UsageError(`--base-url and --client-id are required\n${USAGE}`);
-    const clientSecret = process.env.MAUTIC_CLIENT_SECRET ?? (await readStdin());
+    const clientSecret =
+      process.env.MAUTIC_CLIENT_SECRET ?? (await readSecret('Mautic client secret: '));
     await storeCredentials(
       {
         env: values.env,
@@ -49,23 +83,89 @@ async function main(argv: string[]): Promise<void> {
         clientSecret,
         grantType: values['grant-type'],
       },
-      deps,
+      awsDeps(print),
     );
-  } else if (command === 'authorize') {
+    return;
+  }
+
+  if (command === 'authorize') {
+    const { values } = parse(rest, OPTIONS.authorize);
+    if (!values.env) throw new UsageError(`--env is required\n${USAGE}`);
     await authorize(
       { env: values.env, port: Number(values.port), timeoutMs: Number(values.timeout) * 1000 },
-      deps,
+      awsDeps(print),
     );
-  } else {
-    throw new UsageError(USAGE);
+    return;
+  }
+
+  throw new UsageError(USAGE);
+}
+
+/** parseArgs for one command; an unknown option or a stray argument is a UsageError. */
+function parse<T extends ParseArgsOptionsConfig>(args: string[], options: T, positionals = false) {
+  try {
+    return parseArgs({ args, options, allowPositionals: positionals, strict: true });
+  } catch (error) {
+    throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${USAGE}`);
   }
 }
 
-async function readStdin(): Promise<string> {
-  if (process.stdin.isTTY) process.stderr.write('Mautic client secret (then Enter, Ctrl-D): ');
+function awsDeps(print: (line: string) => void): CommandDeps {
+  return { secrets: new SecretsManagerClient({}), fetch, print, now: Date.now };
+}
+
+/** All of stdin, byte for byte. */
+async function readStdinBytes(): Promise<Uint8Array> {
+  if (process.stdin.isTTY)
+    process.stderr.write('Reading the JSON body from stdin (end with Ctrl-D)\n');
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').trim();
+  return Buffer.concat(chunks);
+}
+
+/**
+ * A secret from stdin: typed at a terminal, without echo (raw mode until Enter; Backspace
+ * deletes, Ctrl-U clears, Ctrl-C cancels); piped, all of stdin, trimmed.
+ */
+async function readSecret(prompt: string): Promise<string> {
+  const stdin = process.stdin;
+  if (!stdin.isTTY) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8').trim();
+  }
+
+  process.stderr.write(prompt);
+  const wasRaw = stdin.isRaw;
+  let onData: (chunk: string) => void = () => {};
+  let onEnd: () => void = () => {};
+  try {
+    stdin.setRawMode(true);
+    stdin.setEncoding('utf8');
+    return await new Promise<string>((resolve, reject) => {
+      let typed: string[] = [];
+      onEnd = () => resolve(typed.join('').trim());
+      onData = (chunk) => {
+        // Arrow keys and the like arrive as escape sequences: none of them is part of a secret.
+        // biome-ignore lint/suspicious/noControlCharactersInRegex: matches terminal escape sequences.
+        const keys = chunk.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]|\x1bO.|\x1b/g, '');
+        for (const key of keys) {
+          if (key === '\r' || key === '\n' || key === '\x04') return onEnd();
+          if (key === '\x03') return reject(new UsageError('Cancelled.'));
+          if (key === '\x7f' || key === '\b') typed = typed.slice(0, -1);
+          else if (key === '\x15') typed = [];
+          else if (key >= ' ') typed.push(key);
+        }
+      };
+      stdin.on('data', onData).once('end', onEnd);
+      stdin.resume();
+    });
+  } finally {
+    stdin.off('data', onData).off('end', onEnd);
+    stdin.setRawMode(wasRaw);
+    stdin.pause();
+    process.stderr.write('\n');
+  }
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {

@@ -197,7 +197,11 @@ describe('the relay stack', () => {
       logs('RefreshLogs'),
       { actions: ['secretsmanager:GetSecretValue'], resources: ['ClientSecret'] },
       {
-        actions: ['secretsmanager:GetSecretValue', 'secretsmanager:PutSecretValue'],
+        actions: [
+          'secretsmanager:GetSecretValue',
+          'secretsmanager:PutSecretValue',
+          'secretsmanager:UpdateSecretVersionStage',
+        ],
         resources: ['TokenSecret'],
       },
     ]);

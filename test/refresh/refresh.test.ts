@@ -1,8 +1,13 @@
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
+import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import { requestTokenFor } from '../../functions/core/token-refresh.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
+import { createRefreshHandler } from '../../functions/refresh/handler.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -264,36 +269,119 @@ describe('forced runs and writes', () => {
     expect(tokenCalls()).toHaveLength(2);
   });
 
-  it('writes once however often the same write is retried, and refuses a second writer of the same version', async () => {
+  it('writes once however often the same write is retried', async () => {
     const ids = await createEnvironment(client, adminCredential());
     const vault = new SecretsManagerTokenVault(client, ids);
+    const { versionId } = await vault.readToken();
     const token: TokenSecret = {
       accessToken: 'a'.repeat(20),
       accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
       obtainedWith: 'client_credentials',
       updatedAt: new Date(START).toISOString(),
     };
-    const requestToken = requestTokenFor(undefined, 'refresh');
+    const requestToken = requestTokenFor(versionId, 'refresh');
     fake.failNext('PutSecretValue', 1);
 
-    await vault.writeToken(token, requestToken);
-    await vault.writeToken(token, requestToken);
-    const rival = vault.writeToken({ ...token, accessToken: 'b'.repeat(20) }, requestToken);
+    const first = await vault.writeToken(token, requestToken, versionId);
+    const again = await vault.writeToken(token, requestToken, versionId);
+    const rival = vault.writeToken(
+      { ...token, accessToken: 'b'.repeat(20) },
+      requestToken,
+      versionId,
+    );
 
+    expect([first, again]).toEqual(['written', 'written']);
     await expect(rival).rejects.toThrow(/can't modify an existing version/);
-    expect(fake.versions(ids.tokenSecretId)).toHaveLength(1);
+    expect(fake.versions(ids.tokenSecretId).filter((v) => v.stages.includes('AWSCURRENT'))).toEqual(
+      [expect.objectContaining({ versionId: requestToken, secretString: JSON.stringify(token) })],
+    );
     expect(requestToken).toMatch(/^[0-9a-f]{64}$/);
   });
 
-  it('reports a write that keeps failing, and the next run refreshes again', async () => {
-    const ids = await createEnvironment(client, adminCredential());
+  it('keeps tokens it could not store and stores them first on the next run, never spending the refresh token twice', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), tokens);
     const run = refresher(client, ids, clock);
+    now += 3_000_000;
     fake.failNext('PutSecretValue', 2, { code: 'AccessDeniedException', status: 400 });
 
     const failed = await run({});
+    const callsAfterFailure = tokenCalls().length;
+    const next = await run({});
 
     expect(failed).toEqual({ action: 'failed', why: 'write_failed' });
+    expect(next).toEqual({ action: 'none', why: 'fresh' });
+    expect(tokenCalls()).toHaveLength(callsAfterFailure);
+    expect(tokenCalls().every((r) => r.status === 200)).toBe(true);
+    expect(stored(ids).refreshToken).not.toBe(tokens.refreshToken);
+    expect(stored(ids).obtainedWith).toBe('refresh_token');
     expect(output.join('')).toContain('Could not store the Mautic tokens');
-    expect(await run({})).toMatchObject({ action: 'refreshed' });
+    expect(metric('TokenRefreshFailed')).toEqual([1]);
+    expect(metric('AccessTokenSecondsLeft')[0]).toBe(600);
+  });
+
+  it('makes no token call while the write dropping a dead refresh token is still unsaved', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), {
+      ...tokens,
+      refreshToken: 'y'.repeat(86),
+    });
+    const run = refresher(client, ids, clock);
+    now += 3_000_000;
+    fake.failNext('PutSecretValue', 2, { code: 'AccessDeniedException', status: 400 });
+    const before = tokenCalls().length;
+
+    await run({});
+    now += 300_000;
+    const second = await run({});
+
+    expect(tokenCalls()).toHaveLength(before + 1);
+    expect(second).toEqual({ action: 'failed', why: 'needs_authorize' });
+    expect(stored(ids)).not.toHaveProperty('refreshToken');
+  });
+
+  it('keeps tokens that authorize stored while a refresh was under way', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), tokens);
+    const fromAuthorize = {
+      ...tokens,
+      accessToken: 'z'.repeat(86),
+      updatedAt: new Date(START + 1).toISOString(),
+    };
+    const handler = createRefreshHandler({
+      vault: new SecretsManagerTokenVault(client, ids),
+      granterFor: (credential) => {
+        const real = new MauticOAuthClient({ ...credential, fetch, clock: { now: clock } });
+        return {
+          clientCredentials: () => real.clientCredentials(),
+          refresh: async (refreshToken) => {
+            const result = await real.refresh(refreshToken);
+            // The operator runs authorize at this very moment.
+            await client.send(
+              new PutSecretValueCommand({
+                SecretId: ids.tokenSecretId,
+                SecretString: JSON.stringify(fromAuthorize),
+              }),
+            );
+            return result;
+          },
+        };
+      },
+      clock: { now: clock },
+      logger: new Logger({ serviceName: 'refresh-test' }),
+      metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
+      refreshAheadSeconds: 900,
+      refreshTokenLifetimeSeconds: 1_209_600,
+      unsaved: { value: undefined },
+    });
+    now += 3_000_000;
+
+    const outcome = await handler({}, {
+      awsRequestId: 'r',
+      getRemainingTimeInMillis: () => 30_000,
+    } as unknown as Context);
+
+    expect(outcome).toEqual({ action: 'none', why: 'superseded' });
+    expect(stored(ids)).toEqual(fromAuthorize);
   });
 });

@@ -5,7 +5,7 @@ import type { Context } from 'aws-lambda';
 import { vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
-import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
+import type { RefreshOutcome, UnsavedWrite } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
 import type { MauticSimulator } from '../../infra/local/mautic-simulator.ts';
@@ -98,7 +98,10 @@ export function refresher(
   client: SecretsManagerClient,
   ids: { clientSecretId: string; tokenSecretId: string },
   now: () => number,
-  options: { refreshTokenLifetimeSeconds?: number } = {},
+  options: {
+    refreshTokenLifetimeSeconds?: number;
+    unsaved?: { value: UnsavedWrite | undefined };
+  } = {},
 ) {
   const handler = createRefreshHandler({
     vault: new SecretsManagerTokenVault(client, ids),
@@ -109,6 +112,7 @@ export function refresher(
     metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
     refreshAheadSeconds: 900,
     refreshTokenLifetimeSeconds: options.refreshTokenLifetimeSeconds ?? 1_209_600,
+    unsaved: options.unsaved ?? { value: undefined },
   });
   const context = {
     awsRequestId: 'r',

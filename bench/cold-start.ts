@@ -1,0 +1,368 @@
+/**
+ * What a cold start costs before the first request: each Lambda handler bundled exactly as the
+ * CDK stack bundles it (infra/aws/relay-function.ts: esbuild, ESM, node24, mainFields
+ * module/main, minified, source maps, the AWS SDK bundled, the createRequire banner), then
+ * imported in fresh Node processes, against an empty handler bundled the same way. Prints each
+ * bundle's size (index.mjs, and its gzip size as an approximation of the zip), its
+ * module-initialisation time (performance.now() around `await import(bundle)` in the child)
+ * median and p90, the ratio of that median to the empty handler's in the same run, and the
+ * median of the whole process, spawn to exit.
+ *
+ *   npm run bench:cold-start -- [runs=15]
+ *
+ * The children run with --enable-source-maps, as the functions do (NODE_OPTIONS), and with a
+ * plausible configuration of their own: fake queue URLs and secret ARNs, dummy AWS keys, the
+ * ingest's webhook secret in WEBHOOK_SECRET so it never calls Secrets Manager. Nothing is
+ * contacted: a first, untimed import of each bundle runs with net, dns, dgram and fetch trapped
+ * and fails the bench if anything reaches them. These are local figures, not Lambda's: no
+ * runtime interface client, no code download, a warm file cache.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { build, version as esbuildVersion } from 'esbuild';
+
+type Name = 'empty' | 'ingest' | 'batch' | 'refresh';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const HANDLERS = ['ingest', 'batch', 'refresh'] as const;
+/** Kept in step with infra/aws/relay-function.ts; `checkStackBundling` fails when they part. */
+const BANNER =
+  "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
+const CHILD_TIMEOUT_MS = 15_000;
+/** The whole run, children included, stops here whatever happens. */
+const RUN_TIMEOUT_MS = 120_000;
+const RESULT_PREFIX = 'COLD_START_RESULT ';
+
+/** What every function's environment holds, fake but plausible. */
+const COMMON_ENV: Readonly<Record<string, string>> = {
+  AWS_REGION: 'us-east-1',
+  AWS_ACCESS_KEY_ID: 'AKIAIOSFODNN7EXAMPLE',
+  AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+  AWS_EC2_METADATA_DISABLED: 'true',
+  POWERTOOLS_METRICS_NAMESPACE: 'MauticBatchRelay/bench',
+  POWERTOOLS_LOG_LEVEL: 'INFO',
+};
+const QUEUE_URL = 'https://sqs.us-east-1.amazonaws.com/123456789012/MauticRelay-bench-EventsQueue';
+const DLQ_URL =
+  'https://sqs.us-east-1.amazonaws.com/123456789012/MauticRelay-bench-DeadLetterQueue';
+const SECRET_ARN = (name: string) =>
+  `arn:aws:secretsmanager:us-east-1:123456789012:secret:MauticRelay/bench/${name}-AbCdEf`;
+/** Each function's own variables (functions/shared/config.ts). */
+const FUNCTION_ENV: Readonly<Record<Name, Readonly<Record<string, string>>>> = {
+  empty: {},
+  ingest: {
+    EVENTS_QUEUE_URL: QUEUE_URL,
+    // No WEBHOOK_SECRET_ID: the credentials come from here, not from Secrets Manager.
+    WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+  },
+  batch: {
+    MAUTIC_BASE_URL: 'https://mautic.example.com',
+    TOKEN_SECRET_ID: SECRET_ARN('token'),
+    EVENTS_QUEUE_URL: QUEUE_URL,
+    DEAD_LETTER_QUEUE_URL: DLQ_URL,
+    REFRESH_FUNCTION_NAME: 'MauticRelay-bench-RefreshFunction',
+  },
+  refresh: {
+    CLIENT_SECRET_ID: SECRET_ARN('client'),
+    TOKEN_SECRET_ID: SECRET_ARN('token'),
+  },
+};
+
+/**
+ * Loaded with --import before the untimed first run: any use of the network fails there and is
+ * reported on stderr, so the bench fails even when the handler swallows the error.
+ */
+const NETWORK_TRAP = `
+import dgram from 'node:dgram';
+import dns from 'node:dns';
+import net from 'node:net';
+globalThis.__networkAttempts = [];
+const attempt = (what) => {
+  globalThis.__networkAttempts.push(what);
+  process.stderr.write('network attempt: ' + what + '\\n');
+  return new Error('cold-start bench: ' + what + ' while importing the handler');
+};
+const throwing = (what) => function () { throw attempt(what); };
+const rejecting = (what) => function () { return Promise.reject(attempt(what)); };
+net.Socket.prototype.connect = throwing('net.Socket.connect');
+dgram.Socket.prototype.send = throwing('dgram.Socket.send');
+for (const name of ['lookup', 'resolve', 'resolve4', 'resolve6', 'resolveAny']) {
+  dns[name] = throwing('dns.' + name);
+  dns.promises[name] = rejecting('dns.promises.' + name);
+}
+globalThis.fetch = rejecting('fetch');
+`;
+
+interface Bundle {
+  name: Name;
+  file: string;
+  bytes: number;
+  gzipBytes: number;
+  mapBytes: number;
+}
+
+interface Run {
+  initMs: number;
+  processMs: number;
+}
+
+interface ChildResult {
+  initMs: number;
+  network: string[];
+}
+
+const runs = positiveInteger(process.argv[2], 15, 'runs');
+const children = new Set<ReturnType<typeof spawn>>();
+let workDir: string | undefined;
+const watchdog = setTimeout(() => {
+  console.error(`bench:cold-start: the run took longer than ${RUN_TIMEOUT_MS / 1000} s; stopping`);
+  for (const child of children) child.kill('SIGKILL');
+  if (workDir !== undefined) void rm(workDir, { recursive: true, force: true });
+  process.exitCode = 1;
+  setTimeout(() => process.exit(1), 1000).unref();
+}, RUN_TIMEOUT_MS);
+watchdog.unref();
+
+try {
+  await checkStackBundling();
+  workDir = await mkdtemp(path.join(tmpdir(), 'mautic-cold-start-'));
+  const bundles = await bundleAll(workDir);
+  const empty = bundles[0] as Bundle;
+  // Untimed first import of each bundle: proves that importing contacts nothing, and leaves the
+  // bundle in the file cache for every timed run alike.
+  for (const bundle of bundles) await guardedImport(bundle, workDir);
+  const timings = new Map<Name, Run[]>(bundles.map((bundle) => [bundle.name, []]));
+  for (let round = 0; round < runs; round++) {
+    // Rotated each round, so no bundle always runs right after another.
+    for (let i = 0; i < bundles.length; i++) {
+      const bundle = bundles[(round + i) % bundles.length] as Bundle;
+      timings.get(bundle.name)?.push(await timedImport(bundle, workDir));
+    }
+  }
+  print(bundles, timings, empty);
+} catch (error) {
+  console.error(`bench:cold-start failed: ${error instanceof Error ? error.message : error}`);
+  process.exitCode = 1;
+} finally {
+  for (const child of children) child.kill('SIGKILL');
+  if (workDir !== undefined) await rm(workDir, { recursive: true, force: true });
+  clearTimeout(watchdog);
+}
+
+/** Fails when the stack's bundling settings no longer read as the ones this bench uses. */
+async function checkStackBundling(): Promise<void> {
+  const source = await readFile(path.join(ROOT, 'infra', 'aws', 'relay-function.ts'), 'utf8');
+  const expected = [
+    'format: nodejs.OutputFormat.ESM',
+    "target: 'node24'",
+    "mainFields: ['module', 'main']",
+    'sourceMap: true',
+    'minify: true',
+    'externalModules: []',
+    JSON.stringify(BANNER),
+  ];
+  const missing = expected.filter((text) => !source.includes(text));
+  if (missing.length > 0) {
+    throw new Error(
+      `infra/aws/relay-function.ts no longer bundles with ${missing.join(', ')}; ` +
+        'bring bench/cold-start.ts in step with it',
+    );
+  }
+}
+
+/** The empty handler, then the three functions, each bundled as the CDK stack bundles them. */
+async function bundleAll(dir: string): Promise<Bundle[]> {
+  const emptyEntry = path.join(dir, 'empty-handler.ts');
+  await writeFile(emptyEntry, 'export const handler = async () => {};\n');
+  const entries: Array<[Name, string]> = [
+    ['empty', emptyEntry],
+    ...HANDLERS.map((name): [Name, string] => [
+      name,
+      path.join(ROOT, 'functions', name, 'index.ts'),
+    ]),
+  ];
+  return Promise.all(
+    entries.map(async ([name, entry]) => {
+      const file = path.join(dir, name, 'index.mjs');
+      // What `esbuild --bundle` gets from NodejsFunction with the stack's bundling props.
+      await build({
+        absWorkingDir: ROOT,
+        entryPoints: [entry],
+        outfile: file,
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        target: 'node24',
+        mainFields: ['module', 'main'],
+        minify: true,
+        sourcemap: true,
+        external: [],
+        banner: { js: BANNER },
+        logLevel: 'warning',
+      });
+      const code = await readFile(file);
+      return {
+        name,
+        file,
+        bytes: code.length,
+        gzipBytes: gzipSync(code).length,
+        mapBytes: (await stat(`${file}.map`)).size,
+      };
+    }),
+  );
+}
+
+/** The child's program: the import alone is timed, and the result is one marked JSON line. */
+function importScript(bundle: Bundle): string {
+  return `
+const before = performance.now();
+const module = await import(${JSON.stringify(pathToFileURL(bundle.file).href)});
+const after = performance.now();
+if (typeof module.handler !== 'function') throw new Error('the bundle exports no handler');
+const network = [
+  ...(globalThis.__networkAttempts ?? []),
+  ...process.getActiveResourcesInfo().filter((kind) => /TCP|TLS|UDP|GetAddrInfo|HTTP/.test(kind)),
+];
+console.log(${JSON.stringify(RESULT_PREFIX)} + JSON.stringify({ initMs: after - before, network }));
+`;
+}
+
+async function guardedImport(bundle: Bundle, dir: string): Promise<void> {
+  const trap = path.join(dir, 'network-trap.mjs');
+  await writeFile(trap, NETWORK_TRAP);
+  const { result, stderr } = await runChild(bundle, dir, ['--import', pathToFileURL(trap).href]);
+  // Also what was attempted after the import settled, up to the child's exit.
+  const late = [...stderr.matchAll(/^network attempt: (.*)$/gm)].map((match) => match[1]);
+  if (result.network.length > 0 || late.length > 0) {
+    const what = [...new Set([...result.network, ...late])].join(', ');
+    throw new Error(`importing ${bundle.name} used the network: ${what}`);
+  }
+}
+
+async function timedImport(bundle: Bundle, dir: string): Promise<Run> {
+  const { result, processMs } = await runChild(bundle, dir, []);
+  if (result.network.length > 0) {
+    throw new Error(`importing ${bundle.name} left ${result.network.join(', ')} open`);
+  }
+  return { initMs: result.initMs, processMs };
+}
+
+/** One fresh Node process importing the bundle; its own environment, nothing inherited. */
+function runChild(
+  bundle: Bundle,
+  dir: string,
+  flags: string[],
+): Promise<{ result: ChildResult; processMs: number; stderr: string }> {
+  const env = {
+    ...COMMON_ENV,
+    POWERTOOLS_SERVICE_NAME: bundle.name,
+    // Whatever the machine holds, the SDK reads no profile of it.
+    AWS_CONFIG_FILE: path.join(dir, 'no-aws-config'),
+    AWS_SHARED_CREDENTIALS_FILE: path.join(dir, 'no-aws-credentials'),
+    ...FUNCTION_ENV[bundle.name],
+  };
+  const args = [
+    '--enable-source-maps',
+    ...flags,
+    '--input-type=module',
+    '--eval',
+    importScript(bundle),
+  ];
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    let exitedAt = 0;
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+    child.on('exit', () => {
+      exitedAt = performance.now();
+    });
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      children.delete(child);
+      reject(error);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(child);
+      const line = stdout.split('\n').find((text) => text.startsWith(RESULT_PREFIX));
+      if (code !== 0 || line === undefined) {
+        const why =
+          signal === 'SIGKILL' ? `no exit within ${CHILD_TIMEOUT_MS} ms` : (signal ?? code);
+        reject(
+          new Error(`importing ${bundle.name} failed (${why}):\n${(stderr || stdout).trim()}`),
+        );
+        return;
+      }
+      const result = JSON.parse(line.slice(RESULT_PREFIX.length)) as ChildResult;
+      resolve({ result, processMs: (exitedAt || performance.now()) - started, stderr });
+    });
+  });
+}
+
+function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty: Bundle): void {
+  const figures = (bundle: Bundle) => {
+    const list = timings.get(bundle.name) ?? [];
+    const init = list.map((run) => run.initMs).sort((a, b) => a - b);
+    const whole = list.map((run) => run.processMs).sort((a, b) => a - b);
+    return {
+      initP50: percentile(init, 0.5),
+      initP90: percentile(init, 0.9),
+      processP50: percentile(whole, 0.5),
+    };
+  };
+  const baseline = figures(empty);
+  const bytes = (value: number) => value.toLocaleString('en-US');
+  const ms = (value: number) => value.toFixed(1);
+
+  console.log(
+    `cold start: ${runs} fresh processes per bundle (after one untimed, network-trapped import), ` +
+      `node ${process.version}, esbuild ${esbuildVersion}, ${availableParallelism()} CPUs`,
+  );
+  console.log(
+    `${'bundle'.padEnd(9)}${'index.mjs B'.padStart(13)}${'gzip B'.padStart(11)}` +
+      `${'.map B'.padStart(12)}${'init p50 ms'.padStart(13)}${'init p90 ms'.padStart(13)}` +
+      `${'× empty'.padStart(9)}${'+ms empty'.padStart(11)}${'process p50 ms'.padStart(16)}`,
+  );
+  for (const bundle of bundles) {
+    const f = figures(bundle);
+    console.log(
+      `${bundle.name.padEnd(9)}${bytes(bundle.bytes).padStart(13)}` +
+        `${bytes(bundle.gzipBytes).padStart(11)}${bytes(bundle.mapBytes).padStart(12)}` +
+        `${ms(f.initP50).padStart(13)}${ms(f.initP90).padStart(13)}` +
+        `${`${(f.initP50 / baseline.initP50).toFixed(1)}x`.padStart(9)}` +
+        `${ms(f.initP50 - baseline.initP50).padStart(11)}${ms(f.processP50).padStart(16)}`,
+    );
+  }
+  console.log(
+    'init: performance.now() around `await import(index.mjs)` in the child; × / +ms empty: init ' +
+      'p50 against the empty handler in this run; process: spawn to exit, node start-up included; ' +
+      'gzip: index.mjs alone (the deployed zip also holds the map)',
+  );
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: ReadonlyArray<number>, fraction: number): number {
+  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
+  return sorted[rank - 1] ?? Number.NaN;
+}
+
+function positiveInteger(text: string | undefined, fallback: number, name: string): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`${name} must be a positive integer`);
+  return value;
+}
