@@ -47,11 +47,18 @@ async function processBatch(
   context: Context,
   deps: BatchHandlerDeps,
 ): Promise<SQSBatchResponse> {
-  const { logger, metrics, clock, options } = deps;
+  const { logger, metrics, clock } = deps;
   const remainingMs = context.getRemainingTimeInMillis();
   const deadline = clock.now() + remainingMs;
+  // A short timeout cannot give up the whole margin: keep at most a quarter of it in reserve.
+  const options = {
+    ...deps.options,
+    deadlineMarginMs: Math.min(deps.options.deadlineMarginMs, Math.floor(remainingMs / 4)),
+  };
   // Calls in flight are aborted at half the margin, leaving time to dead-letter and answer.
-  const signal = AbortSignal.timeout(Math.max(1, remainingMs - options.deadlineMarginMs / 2));
+  const signal = AbortSignal.timeout(
+    Math.max(1, Math.floor(remainingMs - options.deadlineMarginMs / 2)),
+  );
 
   const incoming: IncomingEvent[] = [];
   const letters: DeadLetter[] = [];
@@ -108,6 +115,15 @@ async function processBatch(
   await delayRateLimited(retry, outcomes, deps);
 
   const failures = [...retry.map((record) => record.messageId), ...notSent];
+  if (retry.length > 0) {
+    const reasons: Record<string, number> = {};
+    for (const record of retry) {
+      const outcome = outcomes.get(record.messageId);
+      const reason = outcome?.kind === 'retry' ? outcome.reason : 'no_outcome';
+      reasons[reason] = (reasons[reason] ?? 0) + 1;
+    }
+    logger.warn('Events left to the queue for a later try', { count: retry.length, reasons });
+  }
   metrics.addMetric('EventsDelivered', 'Count', delivered);
   metrics.addMetric('EventsRejected', 'Count', letters.length - notSent.size);
   metrics.addMetric('EventsRetried', 'Count', failures.length);

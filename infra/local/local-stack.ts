@@ -1,0 +1,317 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { startFauxqs } from 'fauxqs';
+import { z } from 'zod';
+import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
+import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
+import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
+import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
+import { createBatchHandler } from '../../functions/batch/handler.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
+import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import type { ClientSecret } from '../../functions/core/token-secret.ts';
+import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { createIngestHandler } from '../../functions/ingest/handler.ts';
+import { createRefreshHandler } from '../../functions/refresh/handler.ts';
+import { ConfigError } from '../../functions/shared/config.ts';
+import { startHttpFront } from './http-front.ts';
+import { LineLogger } from './line-logger.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  startMauticSimulator,
+} from './mautic-simulator.ts';
+import { startSecretsManagerFake } from './secrets-manager-fake.ts';
+import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
+
+const whole = (min: number, max: number, fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`))
+    .optional()
+    .transform((value) => value ?? fallback);
+const list = z
+  .string()
+  .optional()
+  .transform((value) =>
+    (value ?? '')
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  );
+
+/** Contract §3, and a few knobs beyond it (documented in the README). */
+const localSchema = z
+  .object({
+    PORT: whole(0, 65_535, 3000),
+    MAUTIC_BASE_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+    MAUTIC_CLIENT_ID: z.string().optional(),
+    MAUTIC_CLIENT_SECRET: z.string().optional(),
+    MAUTIC_GRANT_TYPE: z
+      .enum(['client_credentials', 'authorization_code'])
+      .default('client_credentials'),
+    WEBHOOK_SECRET: list,
+    INGEST_API_KEYS: list,
+    BATCH_SIZE: whole(1, 200, 200),
+    BATCH_WINDOW_SECONDS: whole(0, 300, 1),
+    MAX_RECEIVE_COUNT: whole(1, 1000, 5),
+    MAX_CONCURRENCY: whole(1, 20, 2),
+    VISIBILITY_TIMEOUT_SECONDS: whole(1, 43_200, 30),
+    BATCH_TIMEOUT_SECONDS: whole(1, 900, 10),
+    REFRESH_INTERVAL_SECONDS: whole(1, 86_400, 300),
+    TOKEN_CACHE_SECONDS: whole(0, 3600, 30),
+    LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
+  })
+  .superRefine((env, ctx) => {
+    if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['MAUTIC_CLIENT_ID'],
+        message: 'and MAUTIC_CLIENT_SECRET are required with MAUTIC_BASE_URL',
+      });
+    }
+    if (env.BATCH_TIMEOUT_SECONDS > env.VISIBILITY_TIMEOUT_SECONDS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['BATCH_TIMEOUT_SECONDS'],
+        message: 'must not exceed VISIBILITY_TIMEOUT_SECONDS',
+      });
+    }
+  });
+export type LocalConfig = z.output<typeof localSchema>;
+
+/** Reads the local stack's environment, naming every bad variable. */
+export function loadLocalConfig(env: Readonly<Record<string, string | undefined>>): LocalConfig {
+  const result = localSchema.safeParse(env);
+  if (result.success) return result.data;
+  throw new ConfigError(
+    `Invalid configuration: ${result.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`,
+  );
+}
+
+export interface LocalStack {
+  readonly ingestUrl: string;
+  /** Stops taking requests, finishes the batches in hand, then stops everything. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole relay on one machine (contract §3): the real ingest, batch and refresh handlers, with
+ * local edges in place of AWS: an HTTP front for API Gateway, fauxqs for SQS (events queue and
+ * dead-letter queue with the stack's redrive), pollers that feed the batch handler as the event
+ * source mapping does, a Secrets Manager stand-in for the token store, the refresher on a timer
+ * and on demand, and, with no MAUTIC_BASE_URL, the Mautic simulator.
+ */
+export async function startLocalStack(
+  config: LocalConfig,
+  print: (line: string) => void,
+): Promise<LocalStack> {
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
+  };
+  try {
+    return await start(config, print, stops, stopAll);
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+async function start(
+  config: LocalConfig,
+  print: (line: string) => void,
+  stops: Array<() => Promise<void>>,
+  stopAll: () => Promise<void>,
+): Promise<LocalStack> {
+  const logger = new LineLogger({ print, debug: config.LOG_LEVEL === 'DEBUG' });
+  // Metrics are the cloud's business; locally the line logger tells what happened.
+  process.env.POWERTOOLS_METRICS_DISABLED = 'true';
+  const metrics = new Metrics({ namespace: 'MauticBatchRelay/local', serviceName: 'local' });
+  const clock = { now: () => Date.now() };
+  const localAws = {
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  };
+
+  let simulator: MauticSimulator | undefined;
+  let credential: ClientSecret;
+  if (config.MAUTIC_BASE_URL) {
+    credential = {
+      baseUrl: config.MAUTIC_BASE_URL,
+      clientId: config.MAUTIC_CLIENT_ID ?? '',
+      clientSecret: config.MAUTIC_CLIENT_SECRET ?? '',
+      grantType: config.MAUTIC_GRANT_TYPE,
+    };
+  } else {
+    const sim = await startMauticSimulator();
+    simulator = sim;
+    stops.push(() => sim.close());
+    credential = {
+      baseUrl: sim.url,
+      clientId: DEFAULT_SIMULATOR_CLIENT.clientId,
+      clientSecret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+      grantType: 'client_credentials',
+    };
+  }
+
+  const secretsFake = await startSecretsManagerFake();
+  stops.push(() => secretsFake.close());
+  const secrets = new SecretsManagerClient({ ...localAws, endpoint: secretsFake.endpoint });
+  stops.push(async () => secrets.destroy());
+  const ids = {
+    clientSecretId: 'MauticRelay/local/client',
+    tokenSecretId: 'MauticRelay/local/token',
+  };
+  await secrets.send(
+    new CreateSecretCommand({ Name: ids.clientSecretId, SecretString: JSON.stringify(credential) }),
+  );
+  await secrets.send(new CreateSecretCommand({ Name: ids.tokenSecretId, SecretString: '{}' }));
+
+  const fauxqs = await startFauxqs({ port: 0, logger: false });
+  stops.push(() => fauxqs.stop());
+  const sqs = new SQSClient({ ...localAws, endpoint: `http://127.0.0.1:${fauxqs.port}` });
+  stops.push(async () => sqs.destroy());
+  const queues = await createQueuePair(sqs, {
+    name: 'mautic-relay-events',
+    maxReceiveCount: config.MAX_RECEIVE_COUNT,
+    visibilityTimeoutSeconds: config.VISIBILITY_TIMEOUT_SECONDS,
+  });
+
+  // The refresher runs one at a time, as reserved concurrency 1 makes it in the cloud.
+  const refresh = createRefreshHandler({
+    vault: new SecretsManagerTokenVault(secrets, ids),
+    granterFor: (client) => new MauticOAuthClient({ ...client, fetch, clock }),
+    clock,
+    logger,
+    metrics,
+    refreshAheadSeconds: 900,
+    refreshTokenLifetimeSeconds: 1_209_600,
+    unsaved: { value: undefined },
+  });
+  let refreshing: Promise<unknown> = Promise.resolve();
+  const runRefresh = (event: unknown) => {
+    refreshing = refreshing.then(() =>
+      refresh(event, lambdaContext('refresh', 30_000)).catch((error: unknown) => {
+        logger.error('The refresher failed', { error: String(error) });
+      }),
+    );
+    return refreshing;
+  };
+  await runRefresh({});
+  const timer = setInterval(() => void runRefresh({}), config.REFRESH_INTERVAL_SECONDS * 1000);
+  stops.push(async () => {
+    clearInterval(timer);
+    await refreshing;
+  });
+
+  const batch = createBatchHandler({
+    api: new MauticApiClient({ baseUrl: credential.baseUrl, fetch }),
+    tokens: new SecretsManagerTokenStore(secrets, ids.tokenSecretId, {
+      cacheMs: config.TOKEN_CACHE_SECONDS * 1000,
+      clock,
+    }),
+    // Like the asynchronous Lambda invoke: asked for, not waited on.
+    refresher: { requestRefresh: async (reason) => void runRefresh({ force: true, reason }) },
+    queues: new SqsDeliveryQueues(sqs, {
+      eventsQueueUrl: queues.queueUrl,
+      deadLetterQueueUrl: queues.deadLetterQueueUrl,
+    }),
+    logger,
+    metrics,
+    clock,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    random: Math.random,
+    learnedLimit: { value: undefined },
+    options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: config.BATCH_SIZE, maxDelaySeconds: 3600 },
+  });
+  const pollers = Array.from(
+    { length: config.MAX_CONCURRENCY },
+    () =>
+      new SqsEventSource({
+        sqs,
+        queueUrl: queues.queueUrl,
+        queueArn: queues.queueArn,
+        handler: batch,
+        batchSize: config.BATCH_SIZE,
+        batchWindowMs: config.BATCH_WINDOW_SECONDS * 1000,
+        functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
+        onError: (error) =>
+          logger.warn('Polling the events queue failed', { error: String(error) }),
+      }),
+  );
+  for (const poller of pollers) poller.start();
+  stops.push(async () => {
+    await Promise.all(pollers.map((poller) => poller.stop()));
+  });
+
+  const generatedSecret = config.WEBHOOK_SECRET.length === 0 && config.INGEST_API_KEYS.length === 0;
+  const webhookSecrets = generatedSecret
+    ? [`whsec_${randomBytes(32).toString('base64')}`]
+    : config.WEBHOOK_SECRET;
+  const credentials = parseCredentials({ webhookSecrets, apiKeys: config.INGEST_API_KEYS });
+  const ingest = createIngestHandler({
+    credentials: async () => credentials,
+    queue: new SqsEventQueue(sqs, queues.queueUrl),
+    clock,
+    newId: randomUUID,
+    limits: { maxBodyBytes: 1024 * 1024, maxEvents: 500 },
+    logger,
+  });
+  const front = await startHttpFront({
+    handler: ingest,
+    port: config.PORT,
+    maxBodyBytes: 1024 * 1024,
+  });
+  stops.push(() => front.close());
+  const ingestUrl = `${front.url}/events`;
+
+  print(`Mautic batch relay, local stack`);
+  print(
+    `  Mautic:        ${simulator ? `${credential.baseUrl} (embedded simulator)` : credential.baseUrl}`,
+  );
+  print(
+    `  queues:        fauxqs, batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s, dead letters after ${config.MAX_RECEIVE_COUNT} receives`,
+  );
+  print(
+    `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
+  );
+  if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
+  print('Send a signed sample event:');
+  print(
+    `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret ? `WEBHOOK_SECRET=${webhookSecrets[0]} ` : ''}npx mautic-relay send --url ${ingestUrl}`,
+  );
+  print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
+
+  let stopping: Promise<void> | undefined;
+  return {
+    ingestUrl,
+    stop: () => {
+      stopping ??= stopAll();
+      return stopping;
+    },
+  };
+}
+
+function lambdaContext(functionName: string, timeoutMs: number) {
+  const started = Date.now();
+  return {
+    functionName,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:us-east-1:000000000000:function:${functionName}`,
+    memoryLimitInMB: '512',
+    awsRequestId: randomUUID(),
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: 'local',
+    callbackWaitsForEmptyEventLoop: false,
+    getRemainingTimeInMillis: () => timeoutMs - (Date.now() - started),
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}

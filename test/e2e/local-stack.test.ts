@@ -1,0 +1,241 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  type MauticSimulatorOptions,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator.ts';
+
+const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+const KEY = parseWebhookSecret(SECRET);
+let running: { child: ChildProcess; sim: MauticSimulator } | undefined;
+let messageCount = 0;
+
+afterEach(async () => {
+  if (running) {
+    const { child, sim } = running;
+    running = undefined;
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      try {
+        process.kill(-(child.pid ?? 0), 'SIGKILL');
+        await exited;
+      } catch {
+        // The process group is already gone.
+      }
+    }
+    await sim.close();
+  }
+});
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Starts `npm start` as a user would, against its own Mautic simulator, and waits until it is ready. */
+async function startRelay(simOptions: MauticSimulatorOptions, env: Record<string, string> = {}) {
+  const sim = await startMauticSimulator(simOptions);
+  const port = await freePort();
+  const child = spawn('npm', ['start'], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      PORT: String(port),
+      MAUTIC_BASE_URL: sim.url,
+      MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
+      MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+      WEBHOOK_SECRET: SECRET,
+      BATCH_WINDOW_SECONDS: '1',
+      ...env,
+    },
+  });
+  running = { child, sim };
+  const output: string[] = [];
+  child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
+  child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
+  const url = `http://127.0.0.1:${port}/events`;
+  await until(
+    () => output.some((line) => line.includes(url)),
+    30_000,
+    () => `not ready: ${output.join('\n')}`,
+  );
+  return { sim, child, output, url };
+}
+
+async function post(url: string, body: string, headers: Record<string, string> = {}) {
+  messageCount++;
+  const id = `msg_e2e${messageCount}`;
+  const timestamp = Math.floor(Date.now() / 1000);
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
+      ...headers,
+    },
+    body,
+  });
+  return {
+    status: response.status,
+    body: (await response.json()) as { accepted?: number; error?: { code: string } },
+  };
+}
+
+async function until(probe: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function stop(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  // Ctrl-C reaches the whole foreground process group: npm and the relay under it.
+  process.kill(-(child.pid ?? 0), 'SIGINT');
+  const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 15_000));
+  const result = await Promise.race([exited, timeout]);
+  if (result === 'timeout') throw new Error('the relay did not stop within 15 s');
+  return result;
+}
+
+const contacts = (count: number, prefix: string) =>
+  Array.from({ length: count }, (_, i) => ({
+    entity: 'contacts',
+    action: 'create',
+    data: { email: `${prefix}${i}@example.com`, firstname: `N${i}` },
+  }));
+
+describe('npm start, end to end', () => {
+  it('delivers 2,000 creates sent 50 per request in no more than twice the ideal number of Mautic calls, then edits and deletes', async () => {
+    const { sim, url, output, child } = await startRelay({});
+    const events = contacts(2000, 'bulk');
+
+    for (let i = 0; i < events.length; i += 50) {
+      const response = await post(url, JSON.stringify(events.slice(i, i + 50)));
+      expect(response).toEqual({ status: 202, body: expect.objectContaining({ accepted: 50 }) });
+    }
+    await until(
+      () => sim.records('contacts').length === 2000,
+      60_000,
+      () => `${sim.records('contacts').length} delivered`,
+    );
+
+    const creates = sim.requests.filter((r) => r.path === '/api/contacts/batch/new');
+    expect(creates.length).toBeLessThanOrEqual(2 * Math.ceil(2000 / 200));
+    expect(creates.every((r) => r.status === 201)).toBe(true);
+    expect(
+      output.some((line) => /^delivered contacts create: \d+ items, 201×\d+, \d+ ms$/.test(line)),
+    ).toBe(true);
+
+    const [first, second, third] = sim.records('contacts');
+    const changes = [
+      { entity: 'contacts', action: 'edit', id: first?.id, data: { firstname: 'Edited' } },
+      { entity: 'contacts', action: 'edit', id: second?.id, data: { city: 'Oslo' } },
+      { entity: 'contacts', action: 'delete', id: third?.id },
+      { entity: 'contacts', action: 'delete', id: 999_999 },
+    ];
+    expect((await post(url, JSON.stringify(changes))).status).toBe(202);
+    await until(
+      () => sim.records('contacts').length === 1999,
+      20_000,
+      () => 'delete not applied',
+    );
+    await until(
+      () => sim.records('contacts').some((r) => r.id === second?.id && r.city === 'Oslo'),
+      20_000,
+      () => 'edit not applied',
+    );
+    expect(sim.records('contacts').find((r) => r.id === first?.id)?.firstname).toBe('Edited');
+
+    // npm passes Ctrl-C on and then ends by the same signal; the relay itself exits 0.
+    const ended = await stop(child);
+    expect(ended.code === 0 || ended.signal === 'SIGINT').toBe(true);
+    expect(output).toContain('Stopped.');
+  }, 120_000);
+
+  it('answers bad requests as the contract says and delivers nothing of them', async () => {
+    const { sim, url } = await startRelay({});
+    const good = JSON.stringify(contacts(1, 'bad'));
+    const before = sim.requests.length;
+
+    const answers = [
+      await post(url, good, { 'webhook-signature': `v1,${Buffer.alloc(32).toString('base64')}` }),
+      await post(url, good, { 'content-type': 'text/plain' }),
+      await post(url, '{"entity":'),
+      await post(
+        url,
+        JSON.stringify({ entity: 'contacts', action: 'create', data: { email: 'not-an-email' } }),
+      ),
+      await post(url, JSON.stringify([])),
+      await post(url, 'x'.repeat(1024 * 1024 + 1)),
+    ];
+
+    expect(answers.map((a) => [a.status, a.body.error?.code])).toEqual([
+      [401, 'unauthorized'],
+      [415, 'unsupported_media_type'],
+      [400, 'invalid_json'],
+      [422, 'invalid_event'],
+      [422, 'invalid_event'],
+      [413, 'payload_too_large'],
+    ]);
+    // Give the pollers two batching windows to show that nothing reached Mautic.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(sim.requests.slice(before).filter((r) => r.path.startsWith('/api/'))).toEqual([]);
+  }, 60_000);
+
+  it('loses nothing and duplicates no contact through 5xx, dropped connections and short-lived tokens', async () => {
+    const { sim, url, output } = await startRelay(
+      { faults: { seed: 42, errorRate: 0.2, dropRate: 0.1 }, accessTokenLifetimeSeconds: 3 },
+      {
+        REFRESH_INTERVAL_SECONDS: '1',
+        VISIBILITY_TIMEOUT_SECONDS: '2',
+        BATCH_TIMEOUT_SECONDS: '2',
+        MAX_RECEIVE_COUNT: '30',
+        TOKEN_CACHE_SECONDS: '1',
+        BATCH_SIZE: '50',
+      },
+    );
+    const events = contacts(400, 'fault');
+
+    for (let i = 0; i < events.length; i += 50) {
+      expect((await post(url, JSON.stringify(events.slice(i, i + 50)))).status).toBe(202);
+      // A sender retrying a request it thinks failed: the same events again.
+      if (i === 100)
+        expect((await post(url, JSON.stringify(events.slice(i, i + 50)))).status).toBe(202);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await until(
+      () => sim.records('contacts').length === 400,
+      90_000,
+      () => `${sim.records('contacts').length} of 400 delivered`,
+    );
+
+    const emails = sim.records('contacts').map((r) => String(r.email));
+    expect(new Set(emails).size).toBe(400);
+    expect(emails.sort()).toEqual(events.map((e) => e.data.email).sort());
+    expect(output.filter((line) => line.startsWith('dead-lettered'))).toEqual([]);
+    const statuses = new Set(sim.requests.map((r) => r.status));
+    expect(statuses.has(0) || statuses.has(502) || statuses.has(503) || statuses.has(500)).toBe(
+      true,
+    );
+    // Tokens lived 3 s: the relay went through several of them while delivering.
+    const tokensUsed = new Set(
+      sim.requests.filter((r) => r.path.startsWith('/api/')).map((r) => r.tokenId),
+    );
+    expect(tokensUsed.size).toBeGreaterThan(1);
+  }, 150_000);
+});
