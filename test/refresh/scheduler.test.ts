@@ -72,9 +72,17 @@ describe('token refresher scheduling', () => {
           });
           const api = new MauticApiClient({ baseUrl: sim.url, fetch });
           let nextScheduled = now;
-          // One fault at a time: the next refresher run cannot store its tokens, or Mautic drops
-          // its token call. Faults that persist across runs would let any token expire.
-          let faultArmed = false;
+          // A fault hits the next scheduled run that is due to refresh, one at a time and never
+          // right after a failed run: faults that persist across runs would let any token
+          // expire, which no refresher can prevent.
+          let fault: 'store' | 'mautic' | undefined;
+          let lastFailed = false;
+          const due = () => {
+            const stored = JSON.parse(fake.current(ids.tokenSecretId) ?? '{}') as {
+              accessTokenExpiresAt?: string;
+            };
+            return Date.parse(stored.accessTokenExpiresAt ?? '') - now <= 900_000;
+          };
 
           for (const step of steps) {
             if (step.kind === 'advance') {
@@ -82,19 +90,25 @@ describe('token refresher scheduling', () => {
               // The schedule fires every 5 minutes of the simulated time that passes.
               while (nextScheduled <= target) {
                 now = nextScheduled;
-                await run({});
-                faultArmed = false;
+                if (fault && !lastFailed && due()) {
+                  if (fault === 'store')
+                    fake.failNext('PutSecretValue', 2, {
+                      code: 'InternalServiceError',
+                      status: 400,
+                    });
+                  else sim.inject({ path: '/oauth/v2/token' }, { status: 503, body: 'busy' });
+                  fault = undefined;
+                }
+                lastFailed = (await run({})).action === 'failed';
                 nextScheduled += SCHEDULE_SECONDS * 1000;
               }
               now = target;
             } else if (step.kind === 'forced') {
               await run({ force: true, reason: 'property' });
-            } else if (step.kind === 'storeFails' && !faultArmed) {
-              faultArmed = true;
-              fake.failNext('PutSecretValue', 2, { code: 'InternalServiceError', status: 400 });
-            } else if (step.kind === 'mauticFails' && !faultArmed) {
-              faultArmed = true;
-              sim.inject({ path: '/oauth/v2/token' }, { status: 503, body: 'busy' });
+            } else if (step.kind === 'storeFails') {
+              fault = 'store';
+            } else if (step.kind === 'mauticFails') {
+              fault = 'mautic';
             } else if (step.kind === 'read') {
               const token = await reader.accessToken();
               // Mautic itself judges the token: a 401 here would be a reader holding an expired one.
