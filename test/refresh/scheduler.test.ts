@@ -127,7 +127,7 @@ describe('token refresher scheduling', () => {
           await sim.close();
         }
       }),
-      { numRuns: 60 },
+      { numRuns: 150 },
     );
   });
 });
