@@ -360,6 +360,12 @@ export interface EntityState {
   now: () => number;
   batchMaxLimit: number;
   stores: Record<EntityName, { lastId: number; records: Map<number, StoredRecord> }>;
+  /**
+   * The contacts under their stored email lower-cased (string emails only), so the upsert does
+   * not scan every contact. Kept by `insert`, `write` and `batchDelete`, the only places that
+   * add, change or remove a contact's fields.
+   */
+  contactsByEmail: Map<string, Set<StoredRecord>>;
 }
 
 /** An empty store for contacts, companies and segments. */
@@ -369,6 +375,7 @@ export function createEntityState(now: () => number, batchMaxLimit: number): Ent
     now,
     batchMaxLimit,
     stores: { contacts: empty(), companies: empty(), segments: empty() },
+    contactsByEmail: new Map(),
   };
 }
 
@@ -554,7 +561,9 @@ function write(
   }
   const now = state.now();
   if (existing !== undefined) {
+    if (entity === 'contacts') unindexContact(state, existing);
     existing.fields = fields;
+    if (entity === 'contacts') indexContact(state, existing);
     existing.modifiedAt = now;
     return { status: successStatus, record: existing };
   }
@@ -571,16 +580,37 @@ function insert(
   store.lastId += 1;
   const record = { id: store.lastId, addedAt, modifiedAt: addedAt, fields };
   store.records.set(record.id, record);
+  if (entity === 'contacts') indexContact(state, record);
   return record;
+}
+
+/** The key of a contact in `contactsByEmail`; undefined when its email is not a string. */
+function emailKey(record: StoredRecord): string | undefined {
+  const stored = record.fields.email;
+  return typeof stored === 'string' ? stored.toLowerCase() : undefined;
+}
+
+function indexContact(state: EntityState, record: StoredRecord): void {
+  const key = emailKey(record);
+  if (key === undefined) return;
+  const holders = state.contactsByEmail.get(key);
+  if (holders === undefined) state.contactsByEmail.set(key, new Set([record]));
+  else holders.add(record);
+}
+
+/** Call before the record's fields change or it leaves the store. */
+function unindexContact(state: EntityState, record: StoredRecord): void {
+  const key = emailKey(record);
+  if (key === undefined) return;
+  const holders = state.contactsByEmail.get(key);
+  holders?.delete(record);
+  if (holders?.size === 0) state.contactsByEmail.delete(key);
 }
 
 /** LeadModel::checkForDuplicateContact: case-insensitive email, most recently added wins. */
 function findContactByEmail(state: EntityState, email: string): StoredRecord | undefined {
-  const wanted = email.toLowerCase();
   let best: StoredRecord | undefined;
-  for (const record of state.stores.contacts.records.values()) {
-    const stored = record.fields.email;
-    if (typeof stored !== 'string' || stored.toLowerCase() !== wanted) continue;
+  for (const record of state.contactsByEmail.get(email.toLowerCase()) ?? []) {
     const newer =
       best === undefined ||
       record.addedAt > best.addedAt ||
@@ -730,7 +760,10 @@ function batchDelete(state: EntityState, entity: EntityName, query: PhpArray): R
     deleted.set(key, present(entity, record));
     found.push(record);
   }
-  for (const record of found) state.stores[entity].records.delete(record.id);
+  for (const record of found) {
+    state.stores[entity].records.delete(record.id);
+    if (entity === 'contacts') unindexContact(state, record);
+  }
   return view(200, { [ENTITIES[entity].multi]: deleted });
 }
 

@@ -674,6 +674,44 @@ describe('batch endpoints', () => {
     expect(simulator.records('contacts')).toHaveLength(1);
   });
 
+  it('upserts onto the most recently added match as seeds, PUT and delete change emails', async () => {
+    const { simulator, token } = await withToken();
+    const newer = simulator.seed('contacts', {
+      email: 'Old@Example.com',
+      dateAdded: '2024-06-01T00:00:00+00:00',
+    });
+    // Seeded later, with a lower id, but added earlier: the other one wins.
+    const older = simulator.seed('contacts', {
+      email: 'old@example.com',
+      dateAdded: '2024-01-01T00:00:00+00:00',
+    });
+    const upsert = async (email: string) => {
+      const body = (
+        await api(simulator, 'POST', '/api/contacts/batch/new', { token, body: [{ email }] })
+      ).json();
+      const [status] = body.statusCodes as number[];
+      const [contact] = body.contacts as Array<{ id: number }>;
+      return { status, id: contact?.id };
+    };
+    const put = (item: Record<string, unknown>) =>
+      api(simulator, 'PUT', '/api/contacts/batch/edit', { token, body: [item] });
+
+    expect(await upsert('OLD@example.com')).toEqual({ status: 200, id: newer.id });
+    await put({ id: newer.id, email: 'moved@example.com' });
+    expect(await upsert('old@example.com')).toEqual({ status: 200, id: older.id });
+    expect(await upsert('Moved@example.com')).toEqual({ status: 200, id: newer.id });
+    await api(simulator, 'DELETE', `/api/contacts/batch/delete?ids=${older.id}`, { token });
+    expect(await upsert('old@example.com')).toMatchObject({ status: 201 });
+    // PUT clears the fields it is not sent, the email included.
+    await put({ id: newer.id, firstname: 'Ada' });
+    expect(await upsert('moved@example.com')).toMatchObject({ status: 201 });
+    expect(simulator.records('contacts').map((contact) => contact.email)).toEqual([
+      undefined,
+      'old@example.com',
+      'moved@example.com',
+    ]);
+  });
+
   it('edits with PATCH, answers 404 per unknown item and creates on PUT', async () => {
     const { simulator, token } = await withToken();
     const { id } = simulator.seed('contacts', { email: 'a@example.com', city: 'Rome' });
