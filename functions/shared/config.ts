@@ -28,7 +28,8 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-const integer = (min: number, max: number, fallback: number) =>
+/** An environment variable holding a whole number in [min, max], `fallback` when unset. */
+export const integer = (min: number, max: number, fallback: number) =>
   z
     .string()
     .regex(/^\d+$/, 'must be a whole number')
@@ -98,7 +99,8 @@ function parse<T extends z.ZodType>(
   throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
 }
 
-const commaList = z
+/** An environment variable holding a comma-separated list (empty items dropped). */
+export const commaList = z
   .string()
   .optional()
   .transform((value) =>

@@ -16,7 +16,7 @@ import type { ClientSecret } from '../../functions/core/token-secret.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
-import { ConfigError } from '../../functions/shared/config.ts';
+import { ConfigError, commaList, integer } from '../../functions/shared/config.ts';
 import { startHttpFront } from './http-front.ts';
 import { LineLogger } from './line-logger.ts';
 import {
@@ -27,44 +27,26 @@ import {
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
 
-const whole = (min: number, max: number, fallback: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`))
-    .optional()
-    .transform((value) => value ?? fallback);
-const list = z
-  .string()
-  .optional()
-  .transform((value) =>
-    (value ?? '')
-      .split(',')
-      .map((item) => item.trim())
-      .filter(Boolean),
-  );
-
 /** Contract §3, and a few knobs beyond it (documented in the README). */
 const localSchema = z
   .object({
-    PORT: whole(0, 65_535, 3000),
+    PORT: integer(0, 65_535, 3000),
     MAUTIC_BASE_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
     MAUTIC_CLIENT_ID: z.string().optional(),
     MAUTIC_CLIENT_SECRET: z.string().optional(),
     MAUTIC_GRANT_TYPE: z
       .enum(['client_credentials', 'authorization_code'])
       .default('client_credentials'),
-    WEBHOOK_SECRET: list,
-    INGEST_API_KEYS: list,
-    BATCH_SIZE: whole(1, 200, 200),
-    BATCH_WINDOW_SECONDS: whole(0, 300, 1),
-    MAX_RECEIVE_COUNT: whole(1, 1000, 5),
-    MAX_CONCURRENCY: whole(1, 20, 2),
-    VISIBILITY_TIMEOUT_SECONDS: whole(1, 43_200, 30),
-    BATCH_TIMEOUT_SECONDS: whole(1, 900, 10),
-    REFRESH_INTERVAL_SECONDS: whole(1, 86_400, 300),
-    TOKEN_CACHE_SECONDS: whole(0, 3600, 30),
+    WEBHOOK_SECRET: commaList,
+    INGEST_API_KEYS: commaList,
+    BATCH_SIZE: integer(1, 200, 200),
+    BATCH_WINDOW_SECONDS: integer(0, 300, 1),
+    MAX_RECEIVE_COUNT: integer(1, 1000, 5),
+    MAX_CONCURRENCY: integer(1, 20, 2),
+    VISIBILITY_TIMEOUT_SECONDS: integer(1, 43_200, 30),
+    BATCH_TIMEOUT_SECONDS: integer(1, 900, 10),
+    REFRESH_INTERVAL_SECONDS: integer(1, 86_400, 300),
+    TOKEN_CACHE_SECONDS: integer(0, 3600, 30),
     LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
   })
   .superRefine((env, ctx) => {

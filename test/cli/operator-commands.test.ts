@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -20,6 +19,7 @@ import {
   type SecretsManagerFake,
   startSecretsManagerFake,
 } from '../../infra/local/secrets-manager-fake.ts';
+import { freePort } from '../support/net.ts';
 import { secretsClient } from '../support/refresh.ts';
 
 const run = promisify(execFile);
@@ -49,15 +49,6 @@ beforeEach(() => {
 afterEach(async () => {
   await sim?.close();
 });
-
-/** A port nothing listens on now, for the redirect URI registered on the credential. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('credentials', () => {
   it('stores the credential as the client secret of the environment, and replaces it on a second run', async () => {

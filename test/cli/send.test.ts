@@ -21,6 +21,7 @@ import {
   recordingQueue,
   WEBHOOK_SECRET,
 } from '../support/ingest.ts';
+import { freePort } from '../support/net.ts';
 
 const run = promisify(execFile);
 /** Whatever the command prints or throws must never hold one of these. */
@@ -388,12 +389,3 @@ describe('the mautic-relay send command', () => {
     });
   });
 });
-
-/** A port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
 import {
@@ -9,6 +8,7 @@ import {
   type MauticSimulatorOptions,
   startMauticSimulator,
 } from '../../infra/local/mautic-simulator.ts';
+import { freePort } from '../support/net.ts';
 
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 const KEY = parseWebhookSecret(SECRET);
@@ -31,14 +31,6 @@ afterEach(async () => {
     await sim.close();
   }
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Starts `npm start` as a user would, against its own Mautic simulator, and waits until it is ready. */
 async function startRelay(simOptions: MauticSimulatorOptions, env: Record<string, string> = {}) {
