@@ -12,10 +12,16 @@ const settingsSchema = z.strictObject({
   /** Receives before the dead-letter queue; AWS advises at least 5. */
   maxReceiveCount: z.number().int().min(5).max(1000),
   batchTimeoutSeconds: z.number().int().min(10).max(900),
-  /** An EventBridge schedule expression, e.g. `rate(5 minutes)`. */
+  /**
+   * How often the refresher runs, as an EventBridge rate of 1 to 10 minutes: tokens are renewed
+   * once they have less than 15 minutes left, so a slower schedule would let them lapse.
+   */
   refreshSchedule: z
     .string()
-    .regex(/^(rate|cron)\(.+\)$/, 'must be an EventBridge rate(...) or cron(...) expression'),
+    .regex(
+      /^rate\((1 minute|([2-9]|10) minutes)\)$/,
+      'must be rate(1 minute) to rate(10 minutes): tokens are renewed 15 minutes ahead',
+    ),
   /** Where alarms are e-mailed; empty for none (the SNS topic is created anyway). */
   alarmEmail: z.union([z.literal(''), z.email()]),
   oldestEventAlarmSeconds: z.number().int().min(60),

@@ -204,7 +204,19 @@ export class RelayStack extends Stack {
       throttle: settings.apiThrottle,
       accessLogSettings: {
         destination: new apigw.LogGroupLogDestination(accessLogs),
-        format: AccessLogFormat.jsonWithStandardFields(),
+        // HTTP APIs have their own $context variables; the REST API's standard format is not for them.
+        format: AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: '$context.requestId',
+            ip: '$context.identity.sourceIp',
+            requestTime: '$context.requestTime',
+            routeKey: '$context.routeKey',
+            status: '$context.status',
+            responseLength: '$context.responseLength',
+            responseLatency: '$context.responseLatency',
+            integrationError: '$context.integrationErrorMessage',
+          }),
+        ),
       },
     });
     this.api.addRoutes({
@@ -219,13 +231,18 @@ export class RelayStack extends Stack {
     });
     if (settings.alarmEmail)
       topic.addSubscription(new subscriptions.EmailSubscription(settings.alarmEmail));
-    const relayMetric = (name: string, service: string, statistic: string) =>
+    const relayMetric = (
+      name: string,
+      service: string,
+      statistic: string,
+      period = Duration.minutes(5),
+    ) =>
       new cloudwatch.Metric({
         namespace,
         metricName: name,
         dimensionsMap: { service },
         statistic,
-        period: Duration.minutes(5),
+        period,
       });
     const alarm = (
       id: string,
@@ -301,7 +318,8 @@ export class RelayStack extends Stack {
       'AccessTokenAlarm',
       'The Mautic access token is about to expire and is not being refreshed.',
       {
-        metric: relayMetric('AccessTokenSecondsLeft', 'refresh', 'Minimum'),
+        // 15 minutes hold several scheduled runs: no data in that long means no refresher.
+        metric: relayMetric('AccessTokenSecondsLeft', 'refresh', 'Minimum', Duration.minutes(15)),
         threshold: ACCESS_TOKEN_ALARM_SECONDS,
         comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
         evaluationPeriods: 1,

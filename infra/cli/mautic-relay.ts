@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * Operator commands. Secrets Manager is reached through the usual AWS environment (region,
- * profile, credentials); against the local stack set AWS_ENDPOINT_URL_SECRETS_MANAGER as
- * `npm start` prints it. `send` needs no AWS environment, only the ingest URL and a credential.
+ * profile, credentials); against the local stack use the command
+ * `npm start` prints (it sets AWS_ENDPOINT_URL_SECRETS_MANAGER and dummy credentials).
+ * `send` needs no AWS environment, only the ingest URL and a credential.
  *
  *   npx mautic-relay credentials --env dev --base-url https://mautic.example.com \
  *       --client-id 1_abc --grant-type client_credentials   (secret from MAUTIC_CLIENT_SECRET or stdin)

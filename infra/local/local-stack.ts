@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { SQSClient } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { startFauxqs } from 'fauxqs';
 import { z } from 'zod';
 import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
@@ -16,7 +16,7 @@ import type { ClientSecret } from '../../functions/core/token-secret.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
-import { ConfigError, commaList, integer } from '../../functions/shared/config.ts';
+import { ConfigError, commaList, integer, secretNames } from '../../functions/shared/config.ts';
 import { startHttpFront } from './http-front.ts';
 import { LineLogger } from './line-logger.ts';
 import {
@@ -146,10 +146,8 @@ async function start(
   stops.push(() => secretsFake.close());
   const secrets = new SecretsManagerClient({ ...localAws, endpoint: secretsFake.endpoint });
   stops.push(async () => secrets.destroy());
-  const ids = {
-    clientSecretId: 'MauticRelay/local/client',
-    tokenSecretId: 'MauticRelay/local/token',
-  };
+  const names = secretNames('local');
+  const ids = { clientSecretId: names.client, tokenSecretId: names.token };
   await secrets.send(
     new CreateSecretCommand({ Name: ids.clientSecretId, SecretString: JSON.stringify(credential) }),
   );
@@ -159,6 +157,14 @@ async function start(
   stops.push(() => fauxqs.stop());
   const sqs = new SQSClient({ ...localAws, endpoint: `http://127.0.0.1:${fauxqs.port}` });
   stops.push(async () => sqs.destroy());
+  // Runs after the pollers have stopped: say what the in-memory queues still held.
+  stops.push(async () => {
+    const left = await queueCounts(sqs, queues.queueUrl);
+    const dead = await queueCounts(sqs, queues.deadLetterQueueUrl);
+    if (left > 0)
+      print(`${left} events were still queued; the local queues live in memory, so they are gone.`);
+    if (dead > 0) print(`${dead} events were in the dead-letter queue.`);
+  });
   const queues = await createQueuePair(sqs, {
     name: 'mautic-relay-events',
     maxReceiveCount: config.MAX_RECEIVE_COUNT,
@@ -232,7 +238,7 @@ async function start(
     await Promise.all(pollers.map((poller) => poller.stop()));
   });
 
-  const generatedSecret = config.WEBHOOK_SECRET.length === 0 && config.INGEST_API_KEYS.length === 0;
+  const generatedSecret = config.WEBHOOK_SECRET.length === 0;
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
@@ -278,6 +284,19 @@ async function start(
       return stopping;
     },
   };
+}
+
+async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
+  const { Attributes = {} } = await sqs.send(
+    new GetQueueAttributesCommand({
+      QueueUrl: queueUrl,
+      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+    }),
+  );
+  return (
+    Number(Attributes.ApproximateNumberOfMessages ?? 0) +
+    Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0)
+  );
 }
 
 function lambdaContext(functionName: string, timeoutMs: number) {

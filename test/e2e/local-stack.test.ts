@@ -230,4 +230,34 @@ describe('npm start, end to end', () => {
     );
     expect(tokensUsed.size).toBeGreaterThan(1);
   }, 150_000);
+
+  it('finishes the batch in hand when npm is told to stop (SIGTERM to npm alone)', async () => {
+    const { sim, url, output, child } = await startRelay({
+      faults: { seed: 1, latencyMs: { min: 2_000, max: 2_000 } },
+    });
+    expect((await post(url, JSON.stringify(contacts(3, 'inhand')))).status).toBe(202);
+    await until(
+      () => sim.requests.some((r) => r.path === '/api/contacts/batch/new'),
+      20_000,
+      () => 'no Mautic call yet',
+    );
+
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    process.kill(child.pid ?? 0, 'SIGTERM');
+    await until(
+      () => output.includes('Stopped.'),
+      15_000,
+      () => output.join('\n'),
+    );
+    await exited;
+
+    const delivered = output.findIndex((line) =>
+      line.startsWith('delivered contacts create: 3 items'),
+    );
+    expect(delivered).toBeGreaterThan(-1);
+    expect(delivered).toBeLessThan(output.indexOf('Stopped.'));
+    expect(sim.records('contacts')).toHaveLength(3);
+  }, 60_000);
 });
