@@ -1,4 +1,19 @@
+import * as logs from 'aws-cdk-lib/aws-logs';
 import { z } from 'zod';
+
+/** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
+const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
+  1: logs.RetentionDays.ONE_DAY,
+  3: logs.RetentionDays.THREE_DAYS,
+  5: logs.RetentionDays.FIVE_DAYS,
+  7: logs.RetentionDays.ONE_WEEK,
+  14: logs.RetentionDays.TWO_WEEKS,
+  30: logs.RetentionDays.ONE_MONTH,
+  60: logs.RetentionDays.TWO_MONTHS,
+  90: logs.RetentionDays.THREE_MONTHS,
+  180: logs.RetentionDays.SIX_MONTHS,
+  365: logs.RetentionDays.ONE_YEAR,
+};
 
 /** One environment's settings, from `cdk.json` context `environments.<name>`. */
 const settingsSchema = z.strictObject({
@@ -29,21 +44,16 @@ const settingsSchema = z.strictObject({
     rateLimit: z.number().positive(),
     burstLimit: z.number().int().positive(),
   }),
-  logRetentionDays: z.union([
-    z.literal(1),
-    z.literal(3),
-    z.literal(5),
-    z.literal(7),
-    z.literal(14),
-    z.literal(30),
-    z.literal(60),
-    z.literal(90),
-    z.literal(180),
-    z.literal(365),
-  ]),
+  logRetentionDays: z
+    .number()
+    .refine(
+      (days) => days in LOG_RETENTION,
+      `must be one of ${Object.keys(LOG_RETENTION).join(', ')}`,
+    )
+    .transform((days) => LOG_RETENTION[days] as logs.RetentionDays),
   logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']),
 });
-export type EnvironmentSettings = z.infer<typeof settingsSchema>;
+export type EnvironmentSettings = z.output<typeof settingsSchema>;
 
 /**
  * Picks and checks the settings of `-c env=NAME`. A missing or unknown name, or a bad setting,

@@ -46,7 +46,7 @@ export class RelayStack extends Stack {
     const names = secretNames(settings.name);
     const namespace = `MauticBatchRelay/${settings.name}`;
     const batchTimeout = Duration.seconds(settings.batchTimeoutSeconds);
-    const logRetention = retentionOf(settings.logRetentionDays);
+    const logRetention = settings.logRetentionDays;
     const common = { metricsNamespace: namespace, logRetention, logLevel: settings.logLevel };
 
     // Queues: SSE and TLS only. The dead-letter queue keeps messages longer than the events
@@ -394,22 +394,4 @@ export class RelayStack extends Stack {
 
 function graph(title: string, metrics: cloudwatch.IMetric[]): cloudwatch.GraphWidget {
   return new cloudwatch.GraphWidget({ title, left: metrics, width: 8 });
-}
-
-function retentionOf(days: number): logs.RetentionDays {
-  const byDays: Record<number, logs.RetentionDays> = {
-    1: logs.RetentionDays.ONE_DAY,
-    3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS,
-    90: logs.RetentionDays.THREE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-  };
-  const retention = byDays[days];
-  if (retention === undefined) throw new Error(`Unsupported log retention of ${days} days`);
-  return retention;
 }
