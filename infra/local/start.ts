@@ -8,10 +8,15 @@ const print = (line: string) => process.stdout.write(`${line}\n`);
 
 try {
   const stack = await startLocalStack(loadLocalConfig(process.env), print);
-  let signals = 0;
+  let firstSignal: number | undefined;
   const shutdown = () => {
-    signals++;
-    if (signals > 1) process.exit(130);
+    // Ctrl-C reaches both npm and the relay, and npm passes it on again: a second signal within
+    // two seconds is that echo; a later one means "stop now".
+    if (firstSignal !== undefined) {
+      if (Date.now() - firstSignal > 2_000) process.exit(130);
+      return;
+    }
+    firstSignal = Date.now();
     print('Stopping after the batches in hand…');
     stack.stop().then(
       () => {
