@@ -11,12 +11,12 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type {
   APIGatewayProxyEventV2,
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
+import { listenOnLoopback } from './loopback.ts';
 import { InvocationTimeoutError } from './sqs-event-source.ts';
 
 export type HttpApiHandler = (
@@ -194,14 +194,7 @@ export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFro
       }
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server, options.port);
 
   let closed: Promise<void> | undefined;
   return {

@@ -12,8 +12,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { listenOnLoopback } from './loopback.ts';
 import {
   batchItemCount,
   bodyParams,
@@ -809,14 +809,7 @@ export async function startMauticSimulator(
       }
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server, options.port);
 
   return {
     url: `http://127.0.0.1:${port}`,

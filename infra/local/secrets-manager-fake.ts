@@ -17,7 +17,7 @@
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './loopback.ts';
 
 export interface SecretsManagerFake {
   /** `http://127.0.0.1:<port>`. */
@@ -183,14 +183,7 @@ export async function startSecretsManagerFake(
       );
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server, options.port);
 
   let closed: Promise<void> | undefined;
   return {
