@@ -3,7 +3,12 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
-import { type RefreshDeps, type RefreshOutcome, refreshTokens } from '../core/token-refresh.ts';
+import {
+  type RefreshDeps,
+  type RefreshOutcome,
+  type RefreshRequest,
+  refreshTokens,
+} from '../core/token-refresh.ts';
 
 export interface RefreshHandlerDeps extends Omit<RefreshDeps, 'logger' | 'metrics'> {
   logger: Logger;
@@ -11,25 +16,36 @@ export interface RefreshHandlerDeps extends Omit<RefreshDeps, 'logger' | 'metric
 }
 
 /**
- * The token refresher: run by an EventBridge schedule, or invoked by the batch function with
- * `{"force": true, "reason": "…"}` after a second 401. Reserved concurrency 1 makes it the
+ * The token refresher: run by an EventBridge schedule, or invoked (RequestResponse) by the batch
+ * function with `{"force": true, "reason": "…", "staleUpdatedAt": "…"|null}` when its token is
+ * missing, expired or refused, and by the operator's `refresh` command with no `staleUpdatedAt`.
+ * It answers the outcome and when the stored tokens were written and expire, never the tokens. Reserved concurrency 1 makes it the
  * single writer of the token secret, so two refreshes never race on a single-use refresh token.
  */
 export function createRefreshHandler(deps: RefreshHandlerDeps) {
   return middy<unknown, RefreshOutcome>()
     .use(injectLambdaContext(deps.logger))
     .use(logMetrics(deps.metrics))
-    .handler((event) => refreshTokens(requestOf(event), deps));
+    .handler((event, context) =>
+      refreshTokens(requestOf(event), {
+        ...deps,
+        remainingMs: () => context.getRemainingTimeInMillis(),
+      }),
+    );
 }
 
-function requestOf(event: unknown): { force: boolean; reason: string } {
+function requestOf(event: unknown): RefreshRequest {
   if (
     typeof event === 'object' &&
     event !== null &&
     (event as { force?: unknown }).force === true
   ) {
-    const reason = (event as { reason?: unknown }).reason;
-    return { force: true, reason: typeof reason === 'string' ? reason.slice(0, 100) : 'on_demand' };
+    const { reason, staleUpdatedAt } = event as { reason?: unknown; staleUpdatedAt?: unknown };
+    return {
+      force: true,
+      reason: typeof reason === 'string' ? reason.slice(0, 100) : 'on_demand',
+      ...(typeof staleUpdatedAt === 'string' || staleUpdatedAt === null ? { staleUpdatedAt } : {}),
+    };
   }
   return { force: false, reason: 'schedule' };
 }

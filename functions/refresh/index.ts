@@ -11,8 +11,8 @@ const clock = { now: () => Date.now() };
 
 export const handler = createRefreshHandler({
   vault: new SecretsManagerTokenVault(new SecretsManagerClient({}), config),
-  granterFor: (client) =>
-    new MauticOAuthClient({ ...client, fetch, clock, timeoutMs: config.mauticTimeoutMs }),
+  // The token call's timeout comes from the run's remaining time (see refreshTokens).
+  granterFor: (client, timeoutMs) => new MauticOAuthClient({ ...client, fetch, clock, timeoutMs }),
   clock,
   logger: new Logger(),
   metrics: new Metrics(),

@@ -328,7 +328,7 @@ export class RelayStack extends Stack {
     );
     alarm(
       'RefreshTokenAlarm',
-      'The Mautic refresh token expires within 2 days: run "npx mautic-relay authorize".',
+      'The Mautic refresh token expires within 2 days, or Mautic refused it (revoked, or spent by a refresh whose answer was lost): run "npx mautic-relay authorize".',
       {
         metric: relayMetric('RefreshTokenSecondsLeft', 'refresh', 'Minimum'),
         threshold: REFRESH_TOKEN_ALARM_SECONDS,

@@ -174,7 +174,8 @@ async function start(
   // The refresher runs one at a time, as reserved concurrency 1 makes it in the cloud.
   const refresh = createRefreshHandler({
     vault: new SecretsManagerTokenVault(secrets, ids),
-    granterFor: (client) => new MauticOAuthClient({ ...client, fetch, clock }),
+    granterFor: (client, timeoutMs) =>
+      new MauticOAuthClient({ ...client, fetch, clock, timeoutMs }),
     clock,
     logger,
     metrics,

@@ -100,6 +100,7 @@ export function refresher(
   now: () => number,
   options: {
     refreshTokenLifetimeSeconds?: number;
+    refreshAheadSeconds?: number;
     unsaved?: { value: UnsavedWrite | undefined };
   } = {},
 ) {
@@ -110,7 +111,7 @@ export function refresher(
     clock: { now },
     logger: new Logger({ serviceName: 'refresh-test' }),
     metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
-    refreshAheadSeconds: 900,
+    refreshAheadSeconds: options.refreshAheadSeconds ?? 900,
     refreshTokenLifetimeSeconds: options.refreshTokenLifetimeSeconds ?? 1_209_600,
     unsaved: options.unsaved ?? { value: undefined },
   });
