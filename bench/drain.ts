@@ -27,6 +27,7 @@ import { createBatchHandler } from '../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../functions/core/delivery.ts';
 import { MauticApiClient } from '../functions/core/mautic-api.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
+import { WaitingTokenSource } from '../functions/core/token-wait.ts';
 import { type MauticSimulator, startMauticSimulator } from '../infra/local/mautic-simulator.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from '../infra/local/sqs-event-source.ts';
@@ -116,11 +117,23 @@ async function drain(): Promise<DrainResult> {
     const clock = { now: () => Date.now() };
     const batch = createBatchHandler({
       api: new MauticApiClient({ baseUrl: sim.url, fetch }),
-      tokens: new SecretsManagerTokenStore(secrets, tokenSecretId, {
-        cacheMs: TOKEN_CACHE_MS,
+      tokens: new WaitingTokenSource({
+        reader: new SecretsManagerTokenStore(secrets, tokenSecretId, {
+          cacheMs: TOKEN_CACHE_MS,
+          clock,
+        }),
+        // No refresher runs in the bench: a token wait would be a bug in it.
+        refresher: {
+          refreshNow: async ({ reason }) => {
+            refreshRequests.push(reason);
+            return { kind: 'busy' };
+          },
+        },
         clock,
+        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+        logger: new Logger({ logLevel: 'SILENT' }),
+        defaultWaitMs: 1_000,
       }),
-      refresher: { requestRefresh: async (reason) => void refreshRequests.push(reason) },
       queues: new SqsDeliveryQueues(local.sqs, {
         eventsQueueUrl: queues.queueUrl,
         deadLetterQueueUrl: queues.deadLetterQueueUrl,

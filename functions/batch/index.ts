@@ -8,11 +8,13 @@ import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-stor
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery.ts';
 import { MauticApiClient } from '../core/mautic-api.ts';
+import { WaitingTokenSource } from '../core/token-wait.ts';
 import { loadBatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
 
 const config = loadBatchConfig(process.env);
 const clock = { now: () => Date.now() };
+const logger = new Logger();
 
 export const handler = createBatchHandler({
   api: new MauticApiClient({
@@ -20,13 +22,23 @@ export const handler = createBatchHandler({
     fetch,
     timeoutMs: config.mauticTimeoutMs,
   }),
-  tokens: new SecretsManagerTokenStore(new SecretsManagerClient({}), config.tokenSecretId, {
-    cacheMs: config.tokenCacheSeconds * 1000,
+  tokens: new WaitingTokenSource({
+    reader: new SecretsManagerTokenStore(new SecretsManagerClient({}), config.tokenSecretId, {
+      cacheMs: config.tokenCacheSeconds * 1000,
+      clock,
+    }),
+    // One attempt: a throttled invoke means the refresher is busy, and the caller polls instead.
+    refresher: new LambdaRefreshRequester(
+      new LambdaClient({ maxAttempts: 1 }),
+      config.refreshFunctionName,
+    ),
     clock,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    logger,
+    defaultWaitMs: 10_000,
   }),
-  refresher: new LambdaRefreshRequester(new LambdaClient({}), config.refreshFunctionName),
   queues: new SqsDeliveryQueues(new SQSClient({}), config),
-  logger: new Logger(),
+  logger,
   metrics: new Metrics(),
   clock,
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),

@@ -1,4 +1,5 @@
 import type { CallOptions, ItemResult } from './mautic-api.ts';
+import type { TokenSecret } from './token-secret.ts';
 
 /** Mautic's batch API as the delivery needs it; `MauticApiClient` implements it. */
 export interface MauticBatchApi {
@@ -17,13 +18,40 @@ export interface MauticBatchApi {
 
 /** Where the batch function gets Mautic's access token; it never refreshes tokens itself. */
 export interface TokenSource {
-  /** The current access token; `fresh` bypasses any cache (after a 401). */
-  accessToken(options?: { fresh?: boolean }): Promise<string>;
+  /**
+   * A usable access token. `fresh` bypasses any cache (after a 401); `refused` is a token Mautic
+   * refused again after a fresh read: a newer one is needed. A missing, expired or refused token
+   * is waited for (the refresher asked) until `waitUntil` (epoch ms) at most; then it throws.
+   */
+  accessToken(options?: { fresh?: boolean; refused?: string; waitUntil?: number }): Promise<string>;
 }
 
-/** Asks the token refresher (the single writer of tokens) to refresh now. */
+/** What the refresher answered: never the tokens, only when the stored ones were written. */
+export type RefreshAnswer =
+  | { kind: 'busy' }
+  | {
+      kind: 'answered';
+      action: 'none' | 'refreshed' | 'failed';
+      why?: string;
+      stored?: { updatedAt: string; accessTokenExpiresAt: string };
+    };
+
+/** Runs the token refresher (the single writer of tokens) now and waits for its answer. */
 export interface RefreshRequester {
-  requestRefresh(reason: string): Promise<void>;
+  /**
+   * `staleUpdatedAt`: the `updatedAt` of the tokens the caller found unusable (`null`: none), so
+   * the refresher can skip the token call when newer ones are stored. 'busy': another run holds
+   * the refresher (reserved concurrency 1 throttled this one).
+   */
+  refreshNow(
+    request: { reason: string; staleUpdatedAt: string | null },
+    timeoutMs: number,
+  ): Promise<RefreshAnswer>;
+}
+
+/** The stored token secret, as readers see it (cached unless `fresh`). */
+export interface TokenReader {
+  read(options: { fresh: boolean }): Promise<TokenSecret | undefined>;
 }
 
 /** Structured log lines; Powertools' Logger fits. */

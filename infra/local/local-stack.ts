@@ -13,12 +13,14 @@ import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import type { ClientSecret } from '../../functions/core/token-secret.ts';
+import { WaitingTokenSource } from '../../functions/core/token-wait.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
 import { ConfigError, commaList, integer, secretNames } from '../../functions/shared/config.ts';
 import { startHttpFront } from './http-front.ts';
 import { LineLogger } from './line-logger.ts';
+import { LocalRefresher } from './local-refresher.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -183,30 +185,33 @@ async function start(
     refreshTokenLifetimeSeconds: 1_209_600,
     unsaved: { value: undefined },
   });
-  let refreshing: Promise<unknown> = Promise.resolve();
-  const runRefresh = (event: unknown) => {
-    refreshing = refreshing.then(() =>
-      refresh(event, lambdaContext('refresh', 30_000)).catch((error: unknown) => {
-        logger.error('The refresher failed', { error: String(error) });
-      }),
-    );
-    return refreshing;
-  };
-  await runRefresh({});
-  const timer = setInterval(() => void runRefresh({}), config.REFRESH_INTERVAL_SECONDS * 1000);
+  const refresher = new LocalRefresher(
+    (event) => refresh(event, lambdaContext('refresh', 30_000)),
+    logger,
+  );
+  await refresher.scheduled();
+  const timer = setInterval(
+    () => void refresher.scheduled(),
+    config.REFRESH_INTERVAL_SECONDS * 1000,
+  );
   stops.push(async () => {
     clearInterval(timer);
-    await refreshing;
+    await refresher.idle();
   });
 
   const batch = createBatchHandler({
     api: new MauticApiClient({ baseUrl: credential.baseUrl, fetch }),
-    tokens: new SecretsManagerTokenStore(secrets, ids.tokenSecretId, {
-      cacheMs: config.TOKEN_CACHE_SECONDS * 1000,
+    tokens: new WaitingTokenSource({
+      reader: new SecretsManagerTokenStore(secrets, ids.tokenSecretId, {
+        cacheMs: config.TOKEN_CACHE_SECONDS * 1000,
+        clock,
+      }),
+      refresher,
       clock,
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      logger,
+      defaultWaitMs: 10_000,
     }),
-    // Like the asynchronous Lambda invoke: asked for, not waited on.
-    refresher: { requestRefresh: async (reason) => void runRefresh({ force: true, reason }) },
     queues: new SqsDeliveryQueues(sqs, {
       eventsQueueUrl: queues.queueUrl,
       deadLetterQueueUrl: queues.deadLetterQueueUrl,
