@@ -4,6 +4,7 @@ import type { Clock } from './mautic-http.ts';
 import type { MauticTokens } from './mautic-oauth.ts';
 import type { Logger, MetricsSink } from './ports.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
+import { usableFor } from './token-wait.ts';
 
 /** The two secrets of one environment, as the refresher sees them. */
 export interface TokenVault {
@@ -89,8 +90,6 @@ export type RefreshOutcome = (
 const WRITE_RESERVE_MS = 6_000;
 /** The token call's timeout when the run's remaining time is unknown (tests, the local stack). */
 const DEFAULT_TOKEN_CALL_MS = 20_000;
-/** A stored access token with less than this left is not worth handing to a caller. */
-const USABLE_MARGIN_MS = 1_000;
 
 /**
  * One run of the token refresher, the single writer of the token secret.
@@ -146,7 +145,7 @@ export async function refreshTokens(
     request.force &&
     request.staleUpdatedAt !== undefined &&
     token.updatedAt !== request.staleUpdatedAt &&
-    msLeft > USABLE_MARGIN_MS
+    usableFor(token, now)
   ) {
     logger.info('Forced refresh skipped: newer tokens than the caller had are stored', {
       reason: request.reason,

@@ -17,7 +17,10 @@ export interface WaitingTokenSourceDeps {
   pollMaxMs?: number;
 }
 
-/** A token with less than this left is as good as expired: the call itself takes time. */
+/**
+ * A token with less than this left (a tenth of its lifetime for short-lived ones) is as good as
+ * expired: the call itself takes time.
+ */
 const USABLE_MARGIN_MS = 1_000;
 
 /** Refresher failures that waiting cannot cure: they need the operator (the refresher says how). */
@@ -145,6 +148,13 @@ export class WaitingTokenSource implements TokenSource {
   }
 
   #usable(secret: TokenSecret): boolean {
-    return Date.parse(secret.accessTokenExpiresAt) - this.#deps.clock.now() > USABLE_MARGIN_MS;
+    return usableFor(secret, this.#deps.clock.now());
   }
+}
+
+/** Whether the stored access token is still worth handing to a Mautic call at `now`. */
+export function usableFor(secret: TokenSecret, now: number): boolean {
+  const expiresAt = Date.parse(secret.accessTokenExpiresAt);
+  const lifetime = expiresAt - Date.parse(secret.updatedAt);
+  return expiresAt - now > Math.min(USABLE_MARGIN_MS, lifetime / 10);
 }

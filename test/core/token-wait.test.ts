@@ -139,7 +139,7 @@ describe('WaitingTokenSource', () => {
   });
 
   it('names the expired or refused tokens it had, so the refresher can tell newer ones', async () => {
-    stored.token = token('old', 500);
+    stored.token = token('old', -1);
     const old = stored.token;
     const asked: Array<{ reason: string; staleUpdatedAt: string | null }> = [];
     const refresher: RefreshRequester = {
@@ -178,6 +178,25 @@ describe('WaitingTokenSource', () => {
     expect(got).toBe('from-the-other-run-access-token-value');
     expect(sleeps).toEqual([250, 500, 1000]);
     expect(asks).toBe(4);
+  });
+
+  it('treats a short-lived token with less than a tenth of its lifetime left as expired', async () => {
+    stored.token = token('short', 2_000);
+    const long = token('long', 3_600_000);
+    const tokens = source({
+      refreshNow: async () => {
+        stored.token = long;
+        return { kind: 'answered', action: 'refreshed' };
+      },
+    });
+
+    now += 1_750;
+    const stillShort = await tokens.accessToken();
+    now += 100;
+    const renewed = await tokens.accessToken();
+
+    expect(stillShort).toBe('short-access-token-value');
+    expect(renewed).toBe('long-access-token-value');
   });
 
   it('gives up at waitUntil when no token arrives, saying so without any token', async () => {

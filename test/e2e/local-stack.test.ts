@@ -235,6 +235,70 @@ describe('npm start, end to end', () => {
     expect(tokensUsed.size).toBeGreaterThan(1);
   }, 150_000);
 
+  for (const scenario of [
+    { lifetime: 5, rotating: false },
+    { lifetime: 2, rotating: true },
+  ]) {
+    it(`waits for tokens instead of giving events up: ${scenario.lifetime} s tokens${scenario.rotating ? ', rotating refresh tokens' : ''}, 15 % 5xx, dropped connections, every token revoked mid-run`, async () => {
+      const { sim, url, output } = await startRelay(
+        {
+          faults: { seed: 7, errorRate: 0.15, dropRate: 0.05 },
+          accessTokenLifetimeSeconds: scenario.lifetime,
+          clientCredentialsRefreshToken: scenario.rotating,
+        },
+        // The schedule stays far apart: the batch function's own waits keep the tokens coming.
+        { VISIBILITY_TIMEOUT_SECONDS: '10', BATCH_SIZE: '100' },
+      );
+      const started = Date.now();
+      const events = contacts(1000, `tok${scenario.lifetime}`);
+
+      const grantCount = () =>
+        sim.requests.filter((r) => r.path === '/oauth/v2/token' && r.status === 200).length;
+      // Revoke everything right after a grant, once events have flowed for a while: the stored
+      // token then has most of its life ahead and is refused, not just expired.
+      let revokedAt: number | undefined;
+      let grantsBefore: number | undefined;
+      const revoker = setInterval(() => {
+        if (revokedAt !== undefined || Date.now() - started < 3_000) return;
+        grantsBefore ??= grantCount();
+        if (grantCount() > grantsBefore) {
+          sim.revokeTokens();
+          revokedAt = Date.now();
+        }
+      }, 20);
+      try {
+        for (let i = 0; i < events.length; i += 25) {
+          expect((await post(url, JSON.stringify(events.slice(i, i + 25)))).status).toBe(202);
+          await new Promise((resolve) => setTimeout(resolve, 250));
+        }
+      } finally {
+        clearInterval(revoker);
+      }
+      expect(revokedAt).toBeDefined();
+      await until(
+        () => sim.records('contacts').length === 1000,
+        45_000,
+        () => `${sim.records('contacts').length} of 1000 delivered`,
+      );
+      const seconds = (Date.now() - started) / 1000;
+
+      const emails = sim.records('contacts').map((r) => String(r.email));
+      expect(new Set(emails).size).toBe(1000);
+      expect(output.filter((line) => line.startsWith('dead-lettered'))).toEqual([]);
+      const api = sim.requests.filter((r) => r.path.startsWith('/api/'));
+      expect(api.some((r) => r.status === 401)).toBe(true);
+      expect(api.some((r) => r.status >= 500 || r.status === 0)).toBe(true);
+      // One grant per token lifetime at most (plus the first and the one after the revocation),
+      // however many batches found the token expired at once.
+      const grants = sim.requests.filter((r) => r.path === '/oauth/v2/token' && r.status === 200);
+      expect(grants.length).toBeGreaterThan(2);
+      expect(grants.length).toBeLessThanOrEqual(Math.ceil(seconds / scenario.lifetime) + 2);
+      expect(sim.requests.filter((r) => r.path === '/oauth/v2/token' && r.status !== 200)).toEqual(
+        scenario.rotating ? [expect.objectContaining({ status: 400 })] : [],
+      );
+    }, 90_000);
+  }
+
   it('finishes the batch in hand when npm is told to stop (SIGTERM to npm alone)', async () => {
     const { sim, url, output, child } = await startRelay({
       faults: { seed: 1, latencyMs: { min: 2_000, max: 2_000 } },
