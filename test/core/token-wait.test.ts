@@ -182,10 +182,9 @@ describe('WaitingTokenSource', () => {
 
   it('treats a short-lived token with less than a tenth of its lifetime left as expired', async () => {
     stored.token = token('short', 2_000);
-    const long = token('long', 3_600_000);
     const tokens = source({
       refreshNow: async () => {
-        stored.token = long;
+        stored.token = token('long', 3_600_000);
         return { kind: 'answered', action: 'refreshed' };
       },
     });
