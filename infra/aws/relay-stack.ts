@@ -389,6 +389,8 @@ export class RelayStack extends Stack {
     new CfnOutput(this, 'ClientSecretName', { value: names.client });
     new CfnOutput(this, 'TokenSecretName', { value: names.token });
     new CfnOutput(this, 'WebhookSecretName', { value: names.webhook });
+    // For `npx mautic-relay refresh --env`, which invokes the refresher as the batch function does.
+    new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
   }
 }
 

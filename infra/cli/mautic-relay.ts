@@ -9,10 +9,15 @@
  *       --client-id 1_abc --grant-type client_credentials   (secret from MAUTIC_CLIENT_SECRET or stdin)
  *   npx mautic-relay authorize --env dev [--port 8765] [--timeout 300]
  *   WEBHOOK_SECRET=whsec_… npx mautic-relay send --url http://127.0.0.1:3000/events events.json
+ *   npx mautic-relay refresh --env dev | --local [--json]
  */
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
+import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { endpointsDir } from '../local/endpoints-file.ts';
 import { authorize, type CommandDeps, storeCredentials, UsageError } from './operator-commands.ts';
+import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
 import { sendEvents } from './send.ts';
 
 const USAGE = `Usage:
@@ -21,7 +26,9 @@ const USAGE = `Usage:
   mautic-relay authorize --env NAME [--port 8765] [--timeout SECONDS]
   mautic-relay send --url URL [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]
       (posts FILE, or stdin, as it is; the credential is best given as WEBHOOK_SECRET or
-      INGEST_API_KEY in the environment; exits 0 on a 2xx answer, else 1)`;
+      INGEST_API_KEY in the environment; exits 0 on a 2xx answer, else 1)
+  mautic-relay refresh (--env NAME | --local) [--json]
+      (runs the token refresher now and waits for it; --local: the running "npm start")`;
 
 const OPTIONS = {
   credentials: {
@@ -34,6 +41,11 @@ const OPTIONS = {
     env: { type: 'string' },
     port: { type: 'string', default: '8765' },
     timeout: { type: 'string', default: '300' },
+  },
+  refresh: {
+    env: { type: 'string' },
+    local: { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
   },
   send: {
     url: { type: 'string' },
@@ -66,6 +78,20 @@ async function main(argv: string[]): Promise<void> {
       { fetch, print, now: Date.now, readStdin: readStdinBytes },
     );
     if (!result.ok) process.exitCode = 1;
+    return;
+  }
+
+  if (command === 'refresh') {
+    const { values } = parse(rest, OPTIONS.refresh);
+    if (Boolean(values.env) === values.local)
+      throw new UsageError(`refresh needs either --env NAME or --local\n${USAGE}`);
+    const result = values.env
+      ? await refreshEnvironment(values.env, {
+          cloudFormation: new CloudFormationClient({}),
+          lambda: new LambdaClient({}),
+        })
+      : await refreshLocal(endpointsDir(process.env), fetch);
+    if (!printRefresh(result, { json: values.json, now: Date.now(), print })) process.exitCode = 1;
     return;
   }
 

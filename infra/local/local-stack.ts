@@ -18,6 +18,8 @@ import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
 import { ConfigError, commaList, integer, secretNames } from '../../functions/shared/config.ts';
+import { startControlServer } from './control.ts';
+import { writeEndpoints } from './endpoints-file.ts';
 import { startHttpFront } from './http-front.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
@@ -94,13 +96,14 @@ export interface LocalStack {
 export async function startLocalStack(
   config: LocalConfig,
   print: (line: string) => void,
+  options: { endpointsDir?: string } = {},
 ): Promise<LocalStack> {
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
     for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
   };
   try {
-    return await start(config, print, stops, stopAll);
+    return await start(config, print, stops, stopAll, options);
   } catch (error) {
     await stopAll();
     throw error;
@@ -112,6 +115,7 @@ async function start(
   print: (line: string) => void,
   stops: Array<() => Promise<void>>,
   stopAll: () => Promise<void>,
+  options: { endpointsDir?: string },
 ): Promise<LocalStack> {
   const logger = new LineLogger({ print, debug: config.LOG_LEVEL === 'DEBUG' });
   // Metrics are the cloud's business; locally the line logger tells what happened.
@@ -264,6 +268,26 @@ async function start(
   });
   stops.push(() => front.close());
   const ingestUrl = `${front.url}/events`;
+
+  // For the operator commands' --local (issue 12 and later): a control endpoint and the file
+  // that says where everything is.
+  const control = await startControlServer({ refresher, logger });
+  stops.push(() => control.close());
+  if (options.endpointsDir !== undefined) {
+    const remove = await writeEndpoints(options.endpointsDir, {
+      ingestUrl,
+      sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
+      queueUrl: queues.queueUrl,
+      deadLetterQueueUrl: queues.deadLetterQueueUrl,
+      secretsEndpoint: secretsFake.endpoint,
+      tokenSecretId: ids.tokenSecretId,
+      clientSecretId: ids.clientSecretId,
+      controlUrl: control.url,
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    });
+    stops.push(remove);
+  }
 
   print(`Mautic batch relay, local stack`);
   print(

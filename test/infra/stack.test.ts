@@ -300,6 +300,7 @@ describe('the relay stack', () => {
         'DeadLetterQueueUrl',
         'EventsQueueUrl',
         'IngestUrl',
+        'RefreshFunctionName',
         'TokenSecretName',
         'WebhookSecretName',
       ].sort(),
