@@ -15,7 +15,7 @@ import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { endpointsDir } from '../local/endpoints-file.ts';
+import { endpointsDir, readEndpoints } from '../local/endpoints-file.ts';
 import { authorize, type CommandDeps, storeCredentials, UsageError } from './operator-commands.ts';
 import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
 import { sendEvents } from './send.ts';
@@ -23,7 +23,7 @@ import { sendEvents } from './send.ts';
 const USAGE = `Usage:
   mautic-relay credentials --env NAME --base-url URL --client-id ID --grant-type client_credentials|authorization_code
       (the client secret is read from MAUTIC_CLIENT_SECRET, else from stdin)
-  mautic-relay authorize --env NAME [--port 8765] [--timeout SECONDS]
+  mautic-relay authorize (--env NAME | --local) [--port 8765] [--timeout SECONDS]
   mautic-relay send --url URL [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]
       (posts FILE, or stdin, as it is; the credential is best given as WEBHOOK_SECRET or
       INGEST_API_KEY in the environment; exits 0 on a 2xx answer, else 1)
@@ -39,6 +39,7 @@ const OPTIONS = {
   },
   authorize: {
     env: { type: 'string' },
+    local: { type: 'boolean', default: false },
     port: { type: 'string', default: '8765' },
     timeout: { type: 'string', default: '300' },
   },
@@ -117,10 +118,14 @@ async function main(argv: string[]): Promise<void> {
 
   if (command === 'authorize') {
     const { values } = parse(rest, OPTIONS.authorize);
-    if (!values.env) throw new UsageError(`--env is required\n${USAGE}`);
+    if (Boolean(values.env) === values.local)
+      throw new UsageError(`authorize needs either --env NAME or --local\n${USAGE}`);
+    const target = values.env
+      ? { env: values.env, deps: awsDeps(print) }
+      : await localTarget(print);
     await authorize(
-      { env: values.env, port: Number(values.port), timeoutMs: Number(values.timeout) * 1000 },
-      awsDeps(print),
+      { env: target.env, port: Number(values.port), timeoutMs: Number(values.timeout) * 1000 },
+      target.deps,
     );
     return;
   }
@@ -139,6 +144,20 @@ function parse<T extends ParseArgsOptionsConfig>(args: string[], options: T, pos
 
 function awsDeps(print: (line: string) => void): CommandDeps {
   return { secrets: new SecretsManagerClient({}), fetch, print, now: Date.now };
+}
+
+/** The running `npm start`: its Secrets Manager stand-in and its environment name, `local`. */
+async function localTarget(
+  print: (line: string) => void,
+): Promise<{ env: string; deps: CommandDeps }> {
+  const found = await readEndpoints(endpointsDir(process.env));
+  if ('missing' in found) throw new UsageError(found.missing);
+  const secrets = new SecretsManagerClient({
+    endpoint: found.endpoints.secretsEndpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  return { env: 'local', deps: { secrets, fetch, print, now: Date.now } };
 }
 
 /** All of stdin, byte for byte. */

@@ -52,6 +52,8 @@ const localSchema = z
     REFRESH_INTERVAL_SECONDS: integer(1, 86_400, 300),
     TOKEN_CACHE_SECONDS: integer(0, 3600, 30),
     LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
+    /** The port `authorize --local` listens on; the embedded simulator registers its redirect URI. */
+    AUTHORIZE_PORT: integer(1, 65_535, 8765),
   })
   .superRefine((env, ctx) => {
     if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
@@ -137,14 +139,22 @@ async function start(
       grantType: config.MAUTIC_GRANT_TYPE,
     };
   } else {
-    const sim = await startMauticSimulator();
+    const sim = await startMauticSimulator({
+      clients: [
+        {
+          ...DEFAULT_SIMULATOR_CLIENT,
+          // What `authorize --local` sends, so the authorization_code flow can be tried here.
+          redirectUris: [`http://127.0.0.1:${config.AUTHORIZE_PORT}/callback`],
+        },
+      ],
+    });
     simulator = sim;
     stops.push(() => sim.close());
     credential = {
       baseUrl: sim.url,
       clientId: DEFAULT_SIMULATOR_CLIENT.clientId,
       clientSecret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
-      grantType: 'client_credentials',
+      grantType: config.MAUTIC_GRANT_TYPE,
     };
   }
 
@@ -300,6 +310,13 @@ async function start(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
   if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
+  if (credential.grantType === 'authorization_code') {
+    // The tokens come from a person approving the relay; until then events wait in the queue.
+    print('Authorize the relay (authorization_code), then it delivers:');
+    print(
+      `  npx mautic-relay authorize --local${config.AUTHORIZE_PORT === 8765 ? '' : ` --port ${config.AUTHORIZE_PORT}`}`,
+    );
+  }
   print('Send a signed sample event:');
   print(
     `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret ? `WEBHOOK_SECRET=${webhookSecrets[0]} ` : ''}npx mautic-relay send --url ${ingestUrl}`,
