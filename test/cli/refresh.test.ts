@@ -6,11 +6,16 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UsageError } from '../../infra/cli/operator-commands.ts';
 import { printRefresh, refreshEnvironment } from '../../infra/cli/refresh.ts';
-import { ENDPOINTS_FILE } from '../../infra/local/endpoints-file.ts';
+import {
+  ENDPOINTS_FILE,
+  type LocalEndpoints,
+  readEndpoints,
+} from '../../infra/local/endpoints-file.ts';
 import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
 
 const run = promisify(execFile);
@@ -175,6 +180,21 @@ describe('refresh --local', () => {
         /^Refreshed \(client_credentials\): the access token is good for 3\d{3} s/,
       );
       expect(printed.filter((l) => l.includes('Mautic tokens refreshed'))).toHaveLength(3);
+      // The token itself appears nowhere: not in the answers, not in the stack's output.
+      const { endpoints } = (await readEndpoints(dir)) as { endpoints: LocalEndpoints };
+      const secrets = new SecretsManagerClient({
+        endpoint: endpoints.secretsEndpoint,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      });
+      const { SecretString } = await secrets.send(
+        new GetSecretValueCommand({ SecretId: endpoints.tokenSecretId }),
+      );
+      secrets.destroy();
+      const token = JSON.parse(SecretString ?? '{}') as { accessToken?: string };
+      expect(token.accessToken).toMatch(/^[A-Za-z0-9_-]{86}$/);
+      for (const text of [json.stdout, json.stderr, human.stdout, printed.join('\n')])
+        expect(text).not.toContain(token.accessToken);
     } finally {
       await stack.stop();
     }
