@@ -27,7 +27,9 @@ describe('the authorization_code flow against the local stack', () => {
     );
     let child: ChildProcess | undefined;
     try {
-      const command = printed.find((line) => line.startsWith('  npx mautic-relay authorize'))?.trim();
+      const command = printed
+        .find((line) => line.startsWith('  npx mautic-relay authorize'))
+        ?.trim();
       expect(command).toBe(`npx mautic-relay authorize --local --port ${port}`);
       expect(printed.join('\n')).toContain('Run "npx mautic-relay authorize"');
 
