@@ -7,9 +7,9 @@ import {
   MauticResponseError,
   MauticTransientError,
 } from './errors.ts';
-import type { ItemResult } from './mautic-api.ts';
-import type { Clock } from './mautic-http.ts';
 import type {
+  Clock,
+  ItemResult,
   Logger,
   MauticBatchApi,
   MetricsSink,

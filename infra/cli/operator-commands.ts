@@ -8,8 +8,8 @@ import {
   ResourceNotFoundException,
   type SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import {
   type ClientSecret,
   clientSecretSchema,

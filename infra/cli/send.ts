@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import {
   CredentialError,
   parseApiKey,

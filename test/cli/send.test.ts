@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_INGEST_LIMITS } from '../../functions/core/ingest.ts';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { UsageError } from '../../infra/cli/operator-commands.ts';

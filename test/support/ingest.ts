@@ -6,11 +6,10 @@ import type {
 } from 'aws-lambda';
 import {
   DEFAULT_INGEST_LIMITS,
-  type EventQueue,
   type IngestLimits,
-  type OutgoingMessage,
   QueueUnavailableError,
 } from '../../functions/core/ingest.ts';
+import type { EventQueue, OutgoingMessage } from '../../functions/core/ports.ts';
 import {
   parseCredentials,
   parseWebhookSecret,
