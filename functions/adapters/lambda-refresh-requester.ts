@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { RefreshAnswer, RefreshRequester } from '../core/ports.ts';
 
 /** The payload the refresher accepts for an on-demand run. */
-export interface RefreshRequest {
+interface RefreshRequest {
   force: true;
   reason: string;
   staleUpdatedAt?: string | null;

@@ -1,42 +1,19 @@
 import { createHash } from 'node:crypto';
 import { MauticTokenError } from './errors.ts';
-import type { Clock } from './mautic-http.ts';
-import type { MauticTokens } from './mautic-oauth.ts';
-import type { Logger, MetricsSink } from './ports.ts';
+import type {
+  Clock,
+  Logger,
+  MauticTokens,
+  MetricsSink,
+  StoredTokens,
+  TokenGranter,
+  TokenVault,
+} from './ports.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 import { usableFor } from './token-wait.ts';
 
-/** The two secrets of one environment, as the refresher sees them. */
-export interface TokenVault {
-  /** The operator's credential. */
-  readClient(): Promise<{ client: ClientSecret }>;
-  /** The current tokens, or none yet, with the id of the version read. */
-  readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }>;
-  /**
-   * The version labelled AWSPENDING (the last one put), or none: after a write whose stage move
-   * failed, it holds tokens Mautic already handed out that are not yet current.
-   */
-  readPending(): Promise<{ token: TokenSecret; versionId: string } | undefined>;
-  /**
-   * Makes `token` the current version, but only if `basedOn` still is (a compare-and-swap):
-   * 'superseded' when another writer (the `authorize` command) wrote in between. The same
-   * `requestToken` with the same content is idempotent, so a retried write adds no version.
-   */
-  writeToken(
-    token: TokenSecret,
-    requestToken: string,
-    basedOn: string | undefined,
-  ): Promise<'written' | 'superseded'>;
-}
-
-/** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
-export interface TokenGranter {
-  clientCredentials(): Promise<MauticTokens>;
-  refresh(refreshToken: string): Promise<MauticTokens>;
-}
-
 /** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
-export interface UnsavedWrite {
+interface UnsavedWrite {
   token: TokenSecret;
   requestToken: string;
   basedOn: string | undefined;
@@ -72,12 +49,6 @@ export interface RefreshRequest {
    * tokens stale cause one refresh. Absent (the operator's `refresh`): the run always refreshes.
    */
   staleUpdatedAt?: string | null;
-}
-
-/** What is stored after the run, for the caller: never the tokens themselves. */
-export interface StoredTokens {
-  updatedAt: string;
-  accessTokenExpiresAt: string;
 }
 
 export type RefreshOutcome = (
@@ -268,7 +239,7 @@ export function requestTokenFor(versionRead: string | undefined, content: TokenS
 }
 
 /** Max(`refreshAheadSeconds`, half the access token's lifetime), so short lifetimes renew too. */
-export function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAheadSeconds'>) {
+function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAheadSeconds'>) {
   const lifetime = Date.parse(token.accessTokenExpiresAt) - Date.parse(token.updatedAt);
   return Math.max(deps.refreshAheadSeconds * 1000, lifetime / 2);
 }

@@ -1,6 +1,12 @@
 import { TokenUnavailableError } from './errors.ts';
-import type { Clock } from './mautic-http.ts';
-import type { Logger, RefreshAnswer, RefreshRequester, TokenReader, TokenSource } from './ports.ts';
+import type {
+  Clock,
+  Logger,
+  RefreshAnswer,
+  RefreshRequester,
+  TokenReader,
+  TokenSource,
+} from './ports.ts';
 import type { TokenSecret } from './token-secret.ts';
 
 export interface WaitingTokenSourceDeps {

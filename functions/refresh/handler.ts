@@ -1,8 +1,3 @@
-import type { Logger } from '@aws-lambda-powertools/logger';
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import type { Metrics } from '@aws-lambda-powertools/metrics';
-import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
-import middy from '@middy/core';
 import {
   type RefreshDeps,
   type RefreshOutcome,
@@ -10,28 +5,25 @@ import {
   refreshTokens,
 } from '../core/token-refresh.ts';
 
-export interface RefreshHandlerDeps extends Omit<RefreshDeps, 'logger' | 'metrics'> {
-  logger: Logger;
-  metrics: Metrics;
-}
+export type RefreshHandler = (
+  event: unknown,
+  context?: { getRemainingTimeInMillis(): number },
+) => Promise<RefreshOutcome>;
 
 /**
  * The token refresher: run by an EventBridge schedule, or invoked (RequestResponse) by the batch
  * function with `{"force": true, "reason": "…", "staleUpdatedAt": "…"|null}` when its token is
  * missing, expired or refused, and by the operator's `refresh` command with no `staleUpdatedAt`.
- * It answers the outcome and when the stored tokens were written and expire, never the tokens. Reserved concurrency 1 makes it the
- * single writer of the token secret, so two refreshes never race on a single-use refresh token.
+ * It answers the outcome and when the stored tokens were written and expire, never the tokens.
+ * Reserved concurrency 1 makes it the single writer of the token secret, so two refreshes never race on a single-use refresh token.
  */
-export function createRefreshHandler(deps: RefreshHandlerDeps) {
-  return middy<unknown, RefreshOutcome>()
-    .use(injectLambdaContext(deps.logger))
-    .use(logMetrics(deps.metrics))
-    .handler((event, context) =>
-      refreshTokens(requestOf(event), {
-        ...deps,
-        remainingMs: () => context.getRemainingTimeInMillis(),
-      }),
-    );
+export function createRefreshHandler(deps: RefreshDeps): RefreshHandler {
+  return (event, context) =>
+    refreshTokens(requestOf(event), {
+      ...deps,
+      // The token call gets most of what is left (see refreshTokens).
+      ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
+    });
 }
 
 function requestOf(event: unknown): RefreshRequest {

@@ -1,7 +1,7 @@
 import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { z } from 'zod';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import { readEndpoints } from '../local/endpoints-file.ts';
 import { UsageError } from './operator-commands.ts';
 
@@ -15,7 +15,7 @@ const outcomeSchema = z.object({
 export type RefreshResult = z.infer<typeof outcomeSchema>;
 
 /** The stack output that names the refresher function (see infra/aws/relay-stack.ts). */
-export const REFRESH_FUNCTION_OUTPUT = 'RefreshFunctionName';
+const REFRESH_FUNCTION_OUTPUT = 'RefreshFunctionName';
 
 /**
  * `refresh --env NAME`: finds the refresher of the stack `MauticRelay-<env>` from its outputs and

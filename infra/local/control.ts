@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { Logger } from '../../functions/core/ports.ts';
-import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
+import type { Logger, RefreshReport } from '../../functions/core/ports.ts';
 import type { LocalRefresher } from './local-refresher.ts';
 import { listenOnLoopback } from './loopback.ts';
 
@@ -46,7 +45,7 @@ export async function startControlServer(deps: {
   };
 }
 
-async function runNow(refresher: LocalRefresher): Promise<RefreshOutcome> {
+async function runNow(refresher: LocalRefresher): Promise<RefreshReport> {
   const until = Date.now() + BUSY_WAIT_MS;
   for (;;) {
     const outcome = await refresher.invoke({ force: true, reason: 'operator' });

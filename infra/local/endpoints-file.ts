@@ -9,7 +9,7 @@ import { z } from 'zod';
  */
 export const ENDPOINTS_FILE = join('.mautic-relay', 'local.json');
 
-export const localEndpointsSchema = z.looseObject({
+const localEndpointsSchema = z.looseObject({
   ingestUrl: z.string(),
   sqsEndpoint: z.string(),
   queueUrl: z.string(),

@@ -1,5 +1,9 @@
-import type { Logger, RefreshAnswer, RefreshRequester } from '../../functions/core/ports.ts';
-import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
+import type {
+  Logger,
+  RefreshAnswer,
+  RefreshReport,
+  RefreshRequester,
+} from '../../functions/core/ports.ts';
 
 /**
  * The token refresher of the local stack, run one at a time as reserved concurrency 1 makes it in
@@ -8,17 +12,17 @@ import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
  * the batch handler's RefreshRequester: a function call in place of the RequestResponse invoke.
  */
 export class LocalRefresher implements RefreshRequester {
-  readonly #run: (event: unknown) => Promise<RefreshOutcome>;
+  readonly #run: (event: unknown) => Promise<RefreshReport>;
   readonly #logger: Logger;
-  #running: Promise<RefreshOutcome> | undefined;
+  #running: Promise<RefreshReport> | undefined;
 
-  constructor(run: (event: unknown) => Promise<RefreshOutcome>, logger: Logger) {
+  constructor(run: (event: unknown) => Promise<RefreshReport>, logger: Logger) {
     this.#run = run;
     this.#logger = logger;
   }
 
   /** One run with this event, or 'busy'; a failed run rejects. */
-  async invoke(event: unknown): Promise<RefreshOutcome | 'busy'> {
+  async invoke(event: unknown): Promise<RefreshReport | 'busy'> {
     if (this.#running) return 'busy';
     const running = this.#run(event);
     this.#running = running;
@@ -47,7 +51,7 @@ export class LocalRefresher implements RefreshRequester {
     return {
       kind: 'answered',
       action: outcome.action,
-      ...('why' in outcome ? { why: outcome.why } : {}),
+      ...(outcome.why === undefined ? {} : { why: outcome.why }),
       ...(outcome.stored ? { stored: outcome.stored } : {}),
     };
   }

@@ -1,7 +1,12 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { TokenUnavailableError } from '../../functions/core/errors.ts';
-import type { RefreshAnswer, RefreshRequester, TokenReader } from '../../functions/core/ports.ts';
-import { refreshTokens, type TokenVault } from '../../functions/core/token-refresh.ts';
+import type {
+  RefreshAnswer,
+  RefreshRequester,
+  TokenReader,
+  TokenVault,
+} from '../../functions/core/ports.ts';
+import { refreshTokens } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
 import { WaitingTokenSource } from '../../functions/core/token-wait.ts';
 import { LocalRefresher } from '../../infra/local/local-refresher.ts';
