@@ -15,6 +15,8 @@ import { WaitingTokenSource } from '../core/token-wait.ts';
 import type { BatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
 
+const LAMBDA_MAX_TIMEOUT_MS = 900_000;
+
 /** What the batch function talks to: in Lambda the AWS clients, locally the stand-ins. */
 export interface BatchEdges {
   secrets: SecretsManagerClient;
@@ -38,7 +40,9 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     api: new MauticApiClient({
       baseUrl: config.mauticBaseUrl,
       fetch: edges.fetch ?? fetch,
-      timeoutMs: config.mauticTimeoutMs,
+      // Without a setting, calls are bounded by the invocation's deadline (the handler aborts
+      // them at its margin), so the longest Lambda timeout is only an outer bound.
+      timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
     }),
     // Waits for the refresher instead of giving events back (contract §2).
     tokens: new WaitingTokenSource({
@@ -54,6 +58,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       defaultWaitMs: 10_000,
     }),
     queues: new SqsDeliveryQueues(edges.sqs, config),
+    retry: config.retry,
     logger: edges.logger,
     metrics: edges.metrics,
     clock,
