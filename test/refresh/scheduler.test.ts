@@ -129,5 +129,6 @@ describe('token refresher scheduling', () => {
       }),
       { numRuns: 150 },
     );
-  });
+    // 150 simulated schedules against real servers: seconds alone, far more on a busy machine.
+  }, 90_000);
 });
