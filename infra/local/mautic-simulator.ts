@@ -61,6 +61,9 @@ export interface SimulatorFaults {
   scope?: 'api' | 'all';
 }
 
+/** How `failAfterApply` spoils the answer to a request it let through. */
+export type AfterApplyFault = 'drop' | 'garble';
+
 /** A scripted answer for `inject`. */
 export interface InjectedResponse {
   status: number;
@@ -126,6 +129,17 @@ export interface MauticSimulator {
   inject(
     match: { method?: string; path: string | RegExp },
     response: InjectedResponse,
+    times?: number,
+  ): void;
+  /**
+   * Handles the next `times` (default 1) requests matching `match` as usual, so Mautic applies
+   * them, then fails to tell: 'drop' destroys the connection instead of answering; 'garble'
+   * answers as PHP does when a notice is printed before the response (status 200, text/html,
+   * the notice then the JSON). For "was it applied?" tests (issue 11).
+   */
+  failAfterApply(
+    match: { method?: string; path: string | RegExp },
+    how: AfterApplyFault,
     times?: number,
   ): void;
   addClient(client: SimulatorClient): void;
@@ -720,6 +734,21 @@ export async function startMauticSimulator(
 
   let log: RequestLogEntry[] = [];
   let injections: Injection[] = [];
+  // ----- failAfterApply (issue 11) -----
+  let afterApply: Array<Omit<Injection, 'response'> & { how: AfterApplyFault }> = [];
+  const takeAfterApply = (method: string, path: string): AfterApplyFault | undefined => {
+    const index = afterApply.findIndex(
+      (rule) =>
+        (rule.method === undefined || rule.method === method) &&
+        (typeof rule.path === 'string' ? rule.path === path : new RegExp(rule.path).test(path)),
+    );
+    const rule = afterApply[index];
+    if (rule === undefined) return undefined;
+    rule.remaining -= 1;
+    if (rule.remaining === 0) afterApply.splice(index, 1);
+    return rule.how;
+  };
+  // ----- end of failAfterApply -----
   let faults: { config: SimulatorFaults; random: () => number } | undefined;
   const setFaults = (config: SimulatorFaults | undefined) => {
     checkFaults(config);
@@ -797,7 +826,20 @@ export async function startMauticSimulator(
       const reply = fault.status === 500 ? exceptionError(500) : proxyErrorPage(fault.status);
       return send(res, entry, reply);
     }
-    send(res, entry, respond(state, request, entry));
+    const reply = respond(state, request, entry);
+    // ----- failAfterApply (issue 11): the work is done, the answer is lost or spoilt -----
+    const spoilt = takeAfterApply(method, path);
+    if (spoilt === 'drop') return void req.socket.destroy();
+    if (spoilt === 'garble') {
+      const notice = `<br />\n<b>Notice</b>:  Undefined index: alias in /var/www/html/app/bundles/LeadBundle/Model/FieldModel.php on line 1042<br />\n`;
+      return send(res, entry, {
+        status: 200,
+        headers: { 'content-type': HTML },
+        body: Buffer.concat([Buffer.from(notice), Buffer.from(reply.body)]),
+      });
+    }
+    // ----- end of failAfterApply -----
+    send(res, entry, reply);
   };
 
   const server = createServer((req, res) => {
@@ -838,6 +880,11 @@ export async function startMauticSimulator(
       check(Number.isInteger(status) && status >= 200 && status <= 599, `bad status ${status}`);
       const method = match.method?.toUpperCase();
       injections = [...injections, { method, path: match.path, response, remaining: times }];
+    },
+    failAfterApply(match, how, times = 1) {
+      check(isCount(times), `times must be a positive integer, got ${times}`);
+      const method = match.method?.toUpperCase();
+      afterApply = [...afterApply, { method, path: match.path, how, remaining: times }];
     },
     addClient: (client) => addClient(state.clients, client),
     issueToken(clientId) {
