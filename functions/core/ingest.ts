@@ -36,8 +36,6 @@ export interface IngestLimits {
   maxEvents: number;
 }
 
-export const DEFAULT_INGEST_LIMITS: IngestLimits = { maxBodyBytes: 1024 * 1024, maxEvents: 500 };
-
 export interface IngestDeps {
   credentials: () => Promise<IngestCredentials>;
   queue: EventQueue;

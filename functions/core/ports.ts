@@ -140,6 +140,8 @@ export interface DeadLetter {
   reason: string;
   detail: string;
   status?: number;
+  /** The event's id, entity and action, when the message was a readable event. */
+  eventId?: string;
   entity?: string;
   action?: string;
 }

@@ -11,7 +11,7 @@ import type {
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
 /** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
-export interface UnsavedWrite {
+interface UnsavedWrite {
   token: TokenSecret;
   requestToken: string;
   basedOn: string | undefined;

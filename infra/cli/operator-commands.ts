@@ -15,7 +15,7 @@ import {
   clientSecretSchema,
   type TokenSecret,
 } from '../../functions/core/token-secret.ts';
-import { secretNames } from '../../functions/shared/config.ts';
+import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 
 /** What the operator commands talk to; the bin builds the real ones from the AWS environment. */
 export interface CommandDeps {
@@ -126,7 +126,7 @@ export async function authorize(
     if ('error' in result) throw new UsageError(`Authorization failed: ${result.error}`);
 
     const tokens = await oauth.exchangeCode(result.code, redirectUri);
-    const lifetime = options.refreshTokenLifetimeSeconds ?? 1_209_600;
+    const lifetime = options.refreshTokenLifetimeSeconds ?? DEFAULTS.refreshTokenLifetimeSeconds;
     const secret: TokenSecret = {
       accessToken: tokens.accessToken,
       accessTokenExpiresAt: new Date(tokens.accessTokenExpiresAt).toISOString(),

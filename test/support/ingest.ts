@@ -4,11 +4,7 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import {
-  DEFAULT_INGEST_LIMITS,
-  type IngestLimits,
-  QueueUnavailableError,
-} from '../../functions/core/ingest.ts';
+import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
 import type { EventQueue, OutgoingMessage } from '../../functions/core/ports.ts';
 import {
   parseCredentials,
@@ -16,6 +12,13 @@ import {
   signWebhook,
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
+import { DEFAULTS } from '../../functions/shared/config.ts';
+
+/** The ingest's default limits. */
+export const INGEST_LIMITS: IngestLimits = {
+  maxBodyBytes: DEFAULTS.maxBodyBytes,
+  maxEvents: DEFAULTS.maxEventsPerRequest,
+};
 
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
 export const NOW_SECONDS = NOW / 1000;
@@ -81,7 +84,7 @@ export function signedHeaders(
   };
 }
 
-export const lambdaContext = {
+const lambdaContext = {
   awsRequestId: 'request-42',
   functionName: 'ingest',
   getRemainingTimeInMillis: () => 10_000,
@@ -133,7 +136,7 @@ export function ingestHandler(
       let n = 0;
       return () => `generated-${++n}`;
     })(),
-    limits: options.limits ?? DEFAULT_INGEST_LIMITS,
+    limits: options.limits ?? INGEST_LIMITS,
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
