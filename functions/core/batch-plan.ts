@@ -348,7 +348,7 @@ function isMergeable(entity: string, data: Record<string, unknown>): boolean {
  *   order within one item. The email of contact creates is their identity, not a field here.
  * - Deletes of one id always merge: deleting twice is deleting once.
  */
-export function mergeEvents(into: MergeState, next: MergeState): boolean {
+function mergeEvents(into: MergeState, next: MergeState): boolean {
   if (!into.mergeable || !next.mergeable) return false;
   if (into.entity !== next.entity || into.action !== next.action) return false;
   if (into.action === 'delete') return true;

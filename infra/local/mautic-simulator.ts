@@ -62,7 +62,7 @@ interface SimulatorFaults {
 }
 
 /** How `failAfterApply` spoils the answer to a request it let through. */
-export type AfterApplyFault = 'drop' | 'garble';
+type AfterApplyFault = 'drop' | 'garble';
 
 /** A scripted answer for `inject`. */
 interface InjectedResponse {
