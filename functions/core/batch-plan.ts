@@ -12,6 +12,7 @@ export interface IncomingEvent {
  * for an edit or delete, and undefined for a create that always makes a new record.
  */
 export interface RecordRef {
+  entity: string;
   action: Action;
   key: string | undefined;
   /** A contact edit that sets `email`: Mautic may merge another contact into it (reference §5.1). */
@@ -47,8 +48,8 @@ export interface Chunk {
 }
 
 /**
- * Whether an event `later` must take effect after an event `earlier` of the same entity, that is
- * whether they may be the same record. The planner and the delivery's order guard both use it.
+ * Whether an event `later` must take effect after an event `earlier`, that is whether they may
+ * be the same record (records of different entities never are). The planner and the delivery's order guard both use it.
  *
  * - A contact edit that sets `email` (a barrier) may merge any contact into another: it is
  *   ordered with everything.
@@ -58,6 +59,7 @@ export interface Chunk {
  * - Two creates, or two edits/deletes, are the same record only with the same key.
  */
 export function mustFollow(later: RecordRef, earlier: RecordRef): boolean {
+  if (later.entity !== earlier.entity) return false;
   if (later.barrier || earlier.barrier) return true;
   if ((later.action === 'create') !== (earlier.action === 'create')) return true;
   return later.key !== undefined && later.key === earlier.key;
@@ -234,12 +236,14 @@ function recordOf(event: QueuedEvent): RecordRef {
   if (event.action === 'create') {
     const email = event.entity === 'contacts' ? event.data?.email : undefined;
     return {
+      entity: event.entity,
       action: 'create',
       key: typeof email === 'string' ? `email ${email.trim().toLowerCase()}` : undefined,
       barrier: false,
     };
   }
   return {
+    entity: event.entity,
     action: event.action,
     key: event.id === undefined ? undefined : `id ${event.id}`,
     barrier:

@@ -122,8 +122,8 @@ export async function deliverChunks(
 
 class DeliveryRun {
   readonly outcomes = new Map<string, MessageOutcome>();
-  /** Per entity, the records of items left to the queue: later items that must follow wait. */
-  readonly #waiting = new Map<string, Array<{ record: RecordRef; notBefore?: number }>>();
+  /** The records of items left to the queue: later items that must follow them wait. */
+  readonly #waiting: Array<{ record: RecordRef; notBefore?: number }> = [];
   #rateLimitedUntil: number | undefined;
   #unauthorized: string | undefined;
   #refreshRequested = false;
@@ -146,7 +146,7 @@ class DeliveryRun {
 
   async deliverChunk(chunk: Chunk): Promise<void> {
     // Items of one chunk never follow each other, so one check at its start covers them all.
-    const ready = chunk.items.filter((item) => !this.#blocked(chunk, item));
+    const ready = chunk.items.filter((item) => !this.#blocked(item));
     const limit = this.#limit();
     for (let start = 0; start < ready.length; start += limit) {
       await this.#deliverItems(chunk, ready.slice(start, start + limit));
@@ -154,14 +154,12 @@ class DeliveryRun {
   }
 
   /** Whether the item must follow an item left to the queue; if so it is left there too. */
-  #blocked(chunk: Chunk, item: PlannedItem): boolean {
-    const blockers = (this.#waiting.get(chunk.entity) ?? []).filter((earlier) =>
-      mustFollow(item.record, earlier.record),
-    );
+  #blocked(item: PlannedItem): boolean {
+    const blockers = this.#waiting.filter((earlier) => mustFollow(item.record, earlier.record));
     if (blockers.length === 0) return false;
     // Not back before what it waits for (e.g. a rate-limited event), as far as the queue allows.
     const notBefore = Math.max(...blockers.map((blocker) => blocker.notBefore ?? 0));
-    this.#settle(chunk, [item], {
+    this.#settle([item], {
       kind: 'retry',
       reason: 'earlier_event_pending',
       ...(notBefore > 0 ? { notBefore } : {}),
@@ -174,7 +172,7 @@ class DeliveryRun {
     let attempt = 1;
     for (;;) {
       const stopped = this.#stopped();
-      if (stopped) return this.#settle(chunk, items, stopped);
+      if (stopped) return this.#settle(items, stopped);
       let accessToken: string;
       try {
         accessToken = await this.#deps.tokens.accessToken({ fresh: freshToken });
@@ -183,7 +181,7 @@ class DeliveryRun {
           error: describe(error),
         });
         await this.#requestRefresh('token_unavailable');
-        return this.#settle(chunk, items, { kind: 'retry', reason: 'token_unavailable' });
+        return this.#settle(items, { kind: 'retry', reason: 'token_unavailable' });
       }
 
       const started = this.#deps.clock.now();
@@ -199,7 +197,7 @@ class DeliveryRun {
         if (chunk.action === 'create' && possiblyApplied(error)) {
           // Sending again could create these records twice: only upserted contacts may go again.
           const unsafe = items.filter((item) => !isUpserted(chunk.entity, item));
-          this.#settle(chunk, unsafe, {
+          this.#settle(unsafe, {
             kind: 'rejected',
             reason: 'ambiguous_result',
             message: `Mautic may have created this record; its answer cannot tell (${describe(error)})`,
@@ -220,7 +218,7 @@ class DeliveryRun {
         const result = results[index];
         if (item.parts && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status))
           invalidMerged.push(item);
-        else this.#settle(chunk, [item], outcomeOf(result));
+        else this.#settle([item], outcomeOf(result));
       });
       for (const item of invalidMerged) await this.#deliverOneByOne(chunk, item.parts ?? []);
       return;
@@ -230,7 +228,7 @@ class DeliveryRun {
   /** Sends the events of a refused merged item alone, in order, each after the one before. */
   async #deliverOneByOne(chunk: Chunk, parts: PlannedItem[]): Promise<void> {
     for (const part of parts) {
-      if (!this.#blocked(chunk, part)) await this.#deliverItems(chunk, [part]);
+      if (!this.#blocked(part)) await this.#deliverItems(chunk, [part]);
     }
   }
 
@@ -274,14 +272,14 @@ class DeliveryRun {
     if (error instanceof MauticAuthError) {
       await this.#requestRefresh(`mautic_${error.reason}`);
       this.#unauthorized = `unauthorized_${error.reason}`;
-      this.#settle(chunk, items, { kind: 'retry', reason: this.#unauthorized });
+      this.#settle(items, { kind: 'retry', reason: this.#unauthorized });
       return 'done';
     }
     if (error instanceof MauticRateLimitError) {
       const resetAt =
         error.resetAt ?? this.#deps.clock.now() + this.#options.defaultRateLimitDelayMs;
       this.#rateLimitedUntil = Math.max(this.#rateLimitedUntil ?? 0, resetAt);
-      this.#settle(chunk, items, {
+      this.#settle(items, {
         kind: 'retry',
         reason: 'rate_limited',
         notBefore: this.#rateLimitedUntil,
@@ -293,7 +291,7 @@ class DeliveryRun {
       // fault, and refuse that item alone.
       if (error.status === 400 || error.status === 422 || error.status === 413) {
         if (items.length > 1) return split(Math.ceil(items.length / 2));
-        this.#settle(chunk, items, {
+        this.#settle(items, {
           kind: 'rejected',
           reason: 'mautic_refused_item',
           status: error.status,
@@ -303,7 +301,7 @@ class DeliveryRun {
       }
       // Mautic's own 404 for a path it has no route for: the entity does not exist.
       if (error.status === 404 && error.mauticMessage?.startsWith('Requested URL not found')) {
-        this.#settle(chunk, items, {
+        this.#settle(items, {
           kind: 'rejected',
           reason: 'mautic_unknown_entity',
           status: 404,
@@ -322,7 +320,7 @@ class DeliveryRun {
           error: describe(error),
         },
       );
-      this.#settle(chunk, items, { kind: 'retry', reason: `mautic_refused_${error.status}` });
+      this.#settle(items, { kind: 'retry', reason: `mautic_refused_${error.status}` });
       return 'done';
     }
     let reason = 'unexpected_error';
@@ -334,7 +332,7 @@ class DeliveryRun {
     const backoff = this.#backoff(attempt);
     const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
     if (aborted || attempt >= this.#options.maxAttempts || !this.#timeFor(backoff)) {
-      this.#settle(chunk, items, { kind: 'retry', reason });
+      this.#settle(items, { kind: 'retry', reason });
       return 'done';
     }
     await this.#deps.sleep(backoff);
@@ -401,16 +399,14 @@ class DeliveryRun {
     );
   }
 
-  #settle(chunk: Chunk, items: PlannedItem[], outcome: MessageOutcome): void {
+  #settle(items: PlannedItem[], outcome: MessageOutcome): void {
     for (const item of items) {
       for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
       if (outcome.kind === 'retry') {
-        const waiting = this.#waiting.get(chunk.entity) ?? [];
-        waiting.push({
+        this.#waiting.push({
           record: item.record,
           ...(outcome.notBefore === undefined ? {} : { notBefore: outcome.notBefore }),
         });
-        this.#waiting.set(chunk.entity, waiting);
       }
     }
   }
