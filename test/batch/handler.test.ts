@@ -414,6 +414,35 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
       contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
   });
+
+  it('dead-letters a company create Mautic applied but answered unreadably (ambiguous_result); sends a contact again, once', async () => {
+    const relay = await startRelay({});
+    relay.sim.failAfterApply({ path: '/api/companies/batch/new' }, 'garble');
+    relay.sim.failAfterApply({ path: '/api/contacts/batch/new' }, 'drop');
+    await relay.send([
+      { entity: 'companies', action: 'create', data: { companyname: 'Acme' } },
+      { entity: 'contacts', action: 'create', data: { email: 'once@example.com' } },
+    ]);
+
+    await relay.drain();
+    const dead = await relay.deadLetters(1);
+
+    expect(dead.map((m) => [attribute(m, 'relay.reason'), attribute(m, 'relay.entity')])).toEqual([
+      ['ambiguous_result', 'companies'],
+    ]);
+    expect(attribute(dead[0] ?? {}, 'relay.detail')).toMatch(
+      /^Mautic may have created this record; its answer cannot tell \(MauticResponseError: POST \/api\/companies\/batch\/new answered 200 with a body that is not JSON\)$/,
+    );
+    expect(relay.sim.records('companies').map((r) => r.companyname)).toEqual(['Acme']);
+    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/companies/batch/new')).toHaveLength(
+      1,
+    );
+    expect(contactEmails(relay.sim)).toEqual(new Set(['once@example.com']));
+    await expectAccountedFor(relay, dead, (e) =>
+      e.entity === 'contacts' ? contactEmails(relay.sim).has('once@example.com') : false,
+    );
+    expectNoTokenInOutput(relay.tokenStore.tokensSeen);
+  });
 });
 
 /** The real handler with fake queue ports, for calling directly with a Lambda event. */
