@@ -13,9 +13,17 @@ import {
  * with no socket and no OAuth2: for properties that run thousands of batches through the real
  * Mautic client. Tests of the HTTP behaviour itself use the real simulator.
  */
-export function inMemoryMautic(now: () => number): { state: EntityState; fetch: FetchLike } {
+export function inMemoryMautic(
+  now: () => number,
+  options: {
+    /** Called per request: true answers a proxy's 503 without Mautic doing anything. */
+    fail?: () => boolean;
+  } = {},
+): { state: EntityState; fetch: FetchLike } {
   const state = createEntityState(now, 200);
   const fetch: FetchLike = async (url, init) => {
+    if (options.fail?.())
+      return new Response('<html>503 Service Unavailable</html>', { status: 503 });
     const { pathname, search } = new URL(url);
     const method = (init.method ?? 'GET').toUpperCase();
     const headers: IncomingHttpHeaders = {};
