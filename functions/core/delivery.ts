@@ -2,6 +2,7 @@ import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batc
 import {
   MauticAuthError,
   MauticBatchLimitError,
+  MauticError,
   MauticPermanentError,
   MauticRateLimitError,
   MauticResponseError,
@@ -23,8 +24,11 @@ export type MessageOutcome =
   | { kind: 'delivered'; status: number; id: number }
   /** Refused for good: the message goes to the dead-letter queue with this reason. */
   | { kind: 'rejected'; reason: string; status?: number; message: string }
-  /** Try again later through the queue, not before `notBefore` (epoch ms) when set. */
-  | { kind: 'retry'; reason: string; notBefore?: number };
+  /**
+   * Try again later through the queue, not before `notBefore` (epoch ms) when set. `status` and
+   * `message` tell the last failure, for the dead letter if the retry horizon runs out.
+   */
+  | { kind: 'retry'; reason: string; notBefore?: number; status?: number; message?: string };
 
 /** Tunables of one delivery run. */
 export interface DeliveryOptions {
@@ -123,7 +127,7 @@ export async function deliverChunks(
 class DeliveryRun {
   readonly outcomes = new Map<string, MessageOutcome>();
   /** The records of items left to the queue: later items that must follow them wait. */
-  readonly #waiting: Array<{ record: RecordRef; notBefore?: number }> = [];
+  readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
   #rateLimitedUntil: number | undefined;
   #unauthorized: string | undefined;
   #refreshRequested = false;
@@ -157,12 +161,15 @@ class DeliveryRun {
   #blocked(item: PlannedItem): boolean {
     const blockers = this.#waiting.filter((earlier) => mustFollow(item.record, earlier.record));
     if (blockers.length === 0) return false;
-    // Not back before what it waits for (e.g. a rate-limited event), as far as the queue allows.
-    const notBefore = Math.max(...blockers.map((blocker) => blocker.notBefore ?? 0));
+    // Not back before what it waits for (e.g. a rate-limited event), as far as the queue allows,
+    // and with the failure it waits behind, for the dead letter if the horizon runs out.
+    const notBefore = Math.max(...blockers.map((blocker) => blocker.outcome.notBefore ?? 0));
+    const first = blockers[0]?.outcome;
     this.#settle([item], {
       kind: 'retry',
       reason: 'earlier_event_pending',
       ...(notBefore > 0 ? { notBefore } : {}),
+      message: `An earlier event of the same record went back to the queue (${first?.reason}${first?.message ? `: ${first.message}` : ''})`,
     });
     return true;
   }
@@ -283,6 +290,8 @@ class DeliveryRun {
         kind: 'retry',
         reason: 'rate_limited',
         notBefore: this.#rateLimitedUntil,
+        status: 429,
+        message: describe(error),
       });
       return 'done';
     }
@@ -332,7 +341,14 @@ class DeliveryRun {
     const backoff = this.#backoff(attempt);
     const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
     if (aborted || attempt >= this.#options.maxAttempts || !this.#timeFor(backoff)) {
-      this.#settle(items, { kind: 'retry', reason });
+      this.#settle(items, {
+        kind: 'retry',
+        reason,
+        ...(error instanceof MauticError && error.status !== undefined
+          ? { status: error.status }
+          : {}),
+        message: describe(error),
+      });
       return 'done';
     }
     await this.#deps.sleep(backoff);
@@ -402,12 +418,7 @@ class DeliveryRun {
   #settle(items: PlannedItem[], outcome: MessageOutcome): void {
     for (const item of items) {
       for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
-      if (outcome.kind === 'retry') {
-        this.#waiting.push({
-          record: item.record,
-          ...(outcome.notBefore === undefined ? {} : { notBefore: outcome.notBefore }),
-        });
-      }
+      if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });
     }
   }
 
