@@ -7,7 +7,7 @@ import {
   type MauticSimulator,
   type MauticSimulatorOptions,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
+} from '../../infra/local/mautic-simulator/server.ts';
 import { freePort } from '../support/net.ts';
 
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;

@@ -8,7 +8,7 @@ import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import type { RefreshOutcome, UnsavedWrite } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
-import type { MauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import type { SecretsManagerFake } from '../../infra/local/secrets-manager-fake.ts';
 
 export const NON_ADMIN = {

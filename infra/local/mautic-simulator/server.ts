@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenOnLoopback } from './loopback.ts';
+import { listenOnLoopback } from '../loopback.ts';
 import {
   batchItemCount,
   bodyParams,
@@ -35,7 +35,7 @@ import {
   scalar,
   seedRecord,
   truthy,
-} from './mautic-simulator-rest.ts';
+} from './rest.ts';
 
 /** The grants Mautic supports (§1.3). */
 export type GrantType = 'authorization_code' | 'refresh_token' | 'client_credentials';
