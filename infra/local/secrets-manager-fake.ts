@@ -18,6 +18,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { listenOnLoopback } from './loopback.ts';
+import { readBody } from './read-body.ts';
 
 export interface SecretsManagerFake {
   /** `http://127.0.0.1:<port>`. */
@@ -126,10 +127,10 @@ export async function startSecretsManagerFake(
       typeof target === 'string' && target.startsWith(TARGET_PREFIX)
         ? target.slice(TARGET_PREFIX.length)
         : undefined;
-    const body = await readBody(req);
-    if (body === undefined) {
+    const { body, complete } = await readBody(req, MAX_BODY_BYTES);
+    if (body.length > MAX_BODY_BYTES) {
       calls.push({ operation: operation ?? String(target ?? '') });
-      res.setHeader('connection', 'close');
+      if (!complete) res.setHeader('connection', 'close');
       return sendError(res, new ServiceError('ValidationException', 'The request is too large.'));
     }
     let input: Body | undefined;
@@ -583,26 +584,6 @@ function pickName(operation: string | undefined, input: Body | undefined): strin
 }
 
 // ---- HTTP ---------------------------------------------------------------------------------
-
-/** The whole body, or undefined when it is over MAX_BODY_BYTES (reading then stops). */
-function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        req.off('data', onData).off('end', onEnd);
-        req.pause();
-        resolve(undefined);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => resolve(Buffer.concat(chunks, size));
-    req.on('data', onData).on('end', onEnd).on('error', reject);
-  });
-}
 
 /** An empty body is `{}`, as the SDK sends for operations without input. */
 function parseBody(body: Buffer): Body {

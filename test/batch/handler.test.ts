@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Message } from '@aws-sdk/client-sqs';
-import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
   type MauticSimulator,
   type MauticSimulatorOptions,
@@ -480,15 +480,6 @@ function sqsRecords(count: number) {
   }));
 }
 
-const lambdaContext = (remainingMs: number) => {
-  const started = Date.now();
-  return {
-    getRemainingTimeInMillis: () => remainingMs - (Date.now() - started),
-    awsRequestId: 'req-1',
-    functionName: 'batch',
-  } as unknown as Context;
-};
-
 describe('batch handler, called directly', () => {
   it('caps the rate-limit delay at maxDelaySeconds', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
@@ -497,7 +488,7 @@ describe('batch handler, called directly', () => {
       vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
       const handler = directHandler(sim, sim.issueToken().accessToken, delays);
 
-      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(delays).toEqual([[['m1'], 900]]);
@@ -514,7 +505,7 @@ describe('batch handler, called directly', () => {
       vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
       const handler = directHandler(sim, sim.issueToken().accessToken, []);
 
-      const response = await handler({ Records: sqsRecords(1) }, lambdaContext(4_000));
+      const response = await handler({ Records: sqsRecords(1) }, lambdaContext('batch', 4_000));
 
       // Had the call not been aborted, Mautic's answer (5 s later) would have delivered it.
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
@@ -536,7 +527,7 @@ describe('batch handler, called directly', () => {
       const records = sqsRecords(3);
       records[2] = { ...records[2], body: 'not json' } as (typeof records)[number];
 
-      const response = await handler({ Records: records }, lambdaContext(30_000));
+      const response = await handler({ Records: records }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       const emf = output
@@ -570,7 +561,7 @@ describe('batch handler, called directly', () => {
         },
       });
 
-      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(lines.join('')).toContain('Could not delay rate-limited events');
@@ -596,7 +587,7 @@ describe('batch handler, called directly', () => {
         sim,
         sim.issueToken().accessToken,
         delays,
-      )({ Records: sqsRecords(1) }, lambdaContext(30_000));
+      )({ Records: sqsRecords(1) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
       expect(delays).toEqual([]);

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import {
   CreateSecretCommand,
   DeleteSecretCommand,
@@ -403,6 +404,37 @@ describe('ListSecrets and the protocol edges', () => {
       name: 'UnknownOperationException',
       $metadata: { httpStatusCode: 400 },
     });
+  });
+
+  it('refuses a body over 1 MiB with ValidationException, without reading the rest', async () => {
+    const { fake } = await setup();
+    const { port } = new URL(fake.endpoint);
+    // 5 MiB announced, a little over 1 MiB sent, the socket left open: an answer can only come
+    // if the fake stops reading at its cap.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port: Number(port) });
+      const chunks: Buffer[] = [];
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('no answer within 5 s'));
+      }, 5_000);
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(Buffer.concat(chunks).toString('latin1'));
+      });
+      socket.write(
+        'POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Amz-Target: secretsmanager.CreateSecret\r\n' +
+          `Content-Type: application/x-amz-json-1.1\r\nContent-Length: ${5 * 1024 * 1024}\r\n\r\n`,
+      );
+      socket.write(Buffer.alloc(1024 * 1024 + 100, 'a'));
+    });
+
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toMatch(/\r\nx-amzn-errortype: ValidationException\r\n/i);
+    expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+    expect(fake.calls).toEqual([{ operation: 'CreateSecret' }]);
   });
 
   it('is reached through AWS_ENDPOINT_URL_SECRETS_MANAGER', async () => {

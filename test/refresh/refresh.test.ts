@@ -1,13 +1,13 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import { requestTokenFor } from '../../functions/core/token-refresh.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -376,10 +376,7 @@ describe('forced runs and writes', () => {
     });
     now += 3_000_000;
 
-    const outcome = await handler({}, {
-      awsRequestId: 'r',
-      getRemainingTimeInMillis: () => 30_000,
-    } as unknown as Context);
+    const outcome = await handler({}, lambdaContext('refresh', 30_000));
 
     expect(outcome).toEqual({ action: 'none', why: 'superseded' });
     expect(stored(ids)).toEqual(fromAuthorize);

@@ -1,9 +1,5 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import type {
-  APIGatewayProxyEventV2,
-  APIGatewayProxyStructuredResultV2,
-  Context,
-} from 'aws-lambda';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import {
   DEFAULT_INGEST_LIMITS,
   type EventQueue,
@@ -17,6 +13,7 @@ import {
   signWebhook,
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
 export const NOW_SECONDS = NOW / 1000;
@@ -82,12 +79,6 @@ export function signedHeaders(
   };
 }
 
-export const lambdaContext = {
-  awsRequestId: 'request-42',
-  functionName: 'ingest',
-  getRemainingTimeInMillis: () => 10_000,
-} as unknown as Context;
-
 /** Characters SQS refuses in a message body (it allows #x9, #xA, #xD, #x20–#xD7FF, #xE000–#xFFFD, #x10000–#x10FFFF). */
 const NOT_SQS_TEXT = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
 
@@ -138,7 +129,8 @@ export function ingestHandler(
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
-    const result = (await handler(event, lambdaContext)) as APIGatewayProxyStructuredResultV2;
+    const context = lambdaContext('ingest', 10_000, { awsRequestId: 'request-42' });
+    const result = (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
     return { status: result.statusCode ?? 0, body: JSON.parse(String(result.body)) as IngestBody };
   };
 }

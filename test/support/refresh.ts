@@ -1,13 +1,13 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { Context } from 'aws-lambda';
 import { vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import type { RefreshOutcome, UnsavedWrite } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import type { SecretsManagerFake } from '../../infra/local/secrets-manager-fake.ts';
 
@@ -114,10 +114,6 @@ export function refresher(
     refreshTokenLifetimeSeconds: options.refreshTokenLifetimeSeconds ?? 1_209_600,
     unsaved: options.unsaved ?? { value: undefined },
   });
-  const context = {
-    awsRequestId: 'r',
-    functionName: 'refresh',
-    getRemainingTimeInMillis: () => 30_000,
-  } as unknown as Context;
-  return (event: unknown) => handler(event, context) as Promise<RefreshOutcome>;
+  return (event: unknown) =>
+    handler(event, lambdaContext('refresh', 30_000)) as Promise<RefreshOutcome>;
 }

@@ -15,6 +15,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { listenOnLoopback } from '../loopback.ts';
+import { readBody } from '../read-body.ts';
 import {
   authenticate,
   handleAuthorize,
@@ -287,20 +288,6 @@ function toRateLimit(rateLimit: { limit: number; windowSeconds?: number } | unde
   return { limit: rateLimit.limit, windowSeconds };
 }
 
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) reject(new Error('request body too large'));
-      else chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
-}
-
 function send(res: ServerResponse, entry: RequestLogEntry, reply: Reply): void {
   entry.status = reply.status;
   if (res.destroyed || res.headersSent) return;
@@ -397,7 +384,12 @@ export async function startMauticSimulator(
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const raw = await readBody(req);
+    const { body: raw } = await readBody(req, MAX_BODY_BYTES);
+    if (raw.length > MAX_BODY_BYTES) {
+      // Answered as a bug is (a generic 500, below); the rest of the body stays unread.
+      res.setHeader('connection', 'close');
+      throw new RangeError('request body too large');
+    }
     const method = (req.method ?? 'GET').toUpperCase();
     const [path = '/', rawQuery = ''] = (req.url ?? '/').split(/\?(.*)/s);
     const request: SimRequest = {
