@@ -7,11 +7,10 @@
  *
  * Errors are answered as AWS does (HTTP 400, `x-amzn-errortype: <Code>`, body
  * `{"__type":"<Code>","message":"…"}`), so the SDK raises its own exception classes and applies
- * its own retry rules. Implemented: CreateSecret, GetSecretValue, PutSecretValue, DescribeSecret,
- * UpdateSecretVersionStage and ListSecrets, for SecretString only. Not implemented: SecretBinary
- * (InvalidRequestException), deletion, rotation, tags, policies, ListSecrets filters and paging
- * (it answers every secret in creation order), and the clean-up of versions without labels
- * (they are kept, but not listed by DescribeSecret, as on AWS). Signatures are not checked.
+ * its own retry rules. Implemented: the operations the relay calls (CreateSecret, GetSecretValue,
+ * PutSecretValue, UpdateSecretVersionStage), for SecretString only. Not implemented: SecretBinary
+ * (InvalidRequestException), other operations (UnknownOperationException), and the clean-up of
+ * versions without labels (they are kept). Signatures are not checked.
  *
  * Nothing is ever logged: requests carry secret values.
  */
@@ -73,9 +72,6 @@ interface Version {
 interface Secret {
   name: string;
   arn: string;
-  description: string | undefined;
-  createdDate: number;
-  lastChangedDate: number;
   /** In creation order (a Map keeps insertion order). */
   versions: Map<string, Version>;
 }
@@ -263,7 +259,6 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
       );
     }
     const token = versionIdParam(input, 'ClientRequestToken');
-    const description = optionalString(input, 'Description');
     const secretString = secretStringParam(input, false);
     if (store.byName.has(name)) {
       throw new ServiceError(
@@ -271,13 +266,9 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
         `The operation failed because the secret ${name} already exists.`,
       );
     }
-    const now = epochSeconds();
     const secret: Secret = {
       name,
       arn: `${ARN_PREFIX}${name}-${randomSuffix()}`,
-      description,
-      createdDate: now,
-      lastChangedDate: now,
       versions: new Map(),
     };
     store.byName.set(name, secret);
@@ -349,16 +340,7 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
     for (const label of [...labels].sort((a, b) => Number(b === CURRENT) - Number(a === CURRENT))) {
       moveLabel(secret, label, version);
     }
-    secret.lastChangedDate = epochSeconds();
     return versionReply(secret, version);
-  },
-
-  DescribeSecret(store, input) {
-    const secret = store.resolve(requiredString(input, 'SecretId'));
-    return {
-      ...summary(secret),
-      VersionIdsToStages: stagesByVersion(secret),
-    };
   },
 
   UpdateSecretVersionStage(store, input) {
@@ -403,17 +385,7 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
       }
       attachedTo.stages.delete(stage);
     }
-    secret.lastChangedDate = epochSeconds();
     return { ARN: secret.arn, Name: secret.name };
-  },
-
-  ListSecrets(store) {
-    return {
-      SecretList: [...store.byName.values()].map((secret) => ({
-        ...summary(secret),
-        SecretVersionsToStages: stagesByVersion(secret),
-      })),
-    };
   },
 };
 
@@ -455,25 +427,6 @@ function versionReply(secret: Secret, version: Version): Reply {
     VersionId: version.id,
     VersionStages: [...version.stages],
   };
-}
-
-function summary(secret: Secret): Reply {
-  return {
-    ARN: secret.arn,
-    Name: secret.name,
-    ...(secret.description === undefined ? {} : { Description: secret.description }),
-    CreatedDate: secret.createdDate,
-    LastChangedDate: secret.lastChangedDate,
-  };
-}
-
-/** Versions without labels are deprecated on AWS and not listed. */
-function stagesByVersion(secret: Secret): Record<string, string[]> {
-  const map: Record<string, string[]> = {};
-  for (const version of secret.versions.values()) {
-    if (version.stages.size > 0) map[version.id] = [...version.stages];
-  }
-  return map;
 }
 
 // ---- request parameters -------------------------------------------------------------------

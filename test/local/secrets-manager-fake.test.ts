@@ -2,12 +2,10 @@ import { connect } from 'node:net';
 import {
   CreateSecretCommand,
   DeleteSecretCommand,
-  DescribeSecretCommand,
   GetSecretValueCommand,
   InternalServiceError,
   InvalidParameterException,
   InvalidRequestException,
-  ListSecretsCommand,
   PutSecretValueCommand,
   ResourceExistsException,
   ResourceNotFoundException,
@@ -97,7 +95,7 @@ describe('CreateSecret and GetSecretValue', () => {
   it('creates a secret without a value, which has no version until the first put', async () => {
     const { fake, sm } = await setup();
 
-    const created = await sm.send(new CreateSecretCommand({ Name: NAME, Description: 'tokens' }));
+    const created = await sm.send(new CreateSecretCommand({ Name: NAME }));
     const error = await thrownBy(() => sm.send(new GetSecretValueCommand({ SecretId: NAME })));
     const put = await sm.send(new PutSecretValueCommand({ SecretId: NAME, SecretString: 'v1' }));
 
@@ -121,7 +119,6 @@ describe('CreateSecret and GetSecretValue', () => {
       thrownBy(() =>
         sm.send(new PutSecretValueCommand({ SecretId: 'relay/nope', SecretString: 'x' })),
       ),
-      thrownBy(() => sm.send(new DescribeSecretCommand({ SecretId: 'relay/nope' }))),
       thrownBy(() =>
         sm.send(
           new GetSecretValueCommand({
@@ -165,7 +162,6 @@ describe('PutSecretValue', () => {
       new GetSecretValueCommand({ SecretId: NAME, VersionStage: 'AWSPREVIOUS' }),
     );
     const oldest = await sm.send(new GetSecretValueCommand({ SecretId: NAME, VersionId: TOKEN_A }));
-    const described = await sm.send(new DescribeSecretCommand({ SecretId: NAME }));
 
     expect(versionIds).toEqual([TOKEN_A, TOKEN_B, TOKEN_C]);
     expect(fake.versions(NAME)).toEqual([
@@ -180,12 +176,6 @@ describe('PutSecretValue', () => {
       VersionStages: ['AWSPREVIOUS'],
     });
     expect(oldest).toMatchObject({ VersionId: TOKEN_A, SecretString: 'v1', VersionStages: [] });
-    // A version without labels is deprecated, and DescribeSecret leaves it out, as AWS does.
-    expect(described.VersionIdsToStages).toEqual({
-      [TOKEN_B]: ['AWSPREVIOUS'],
-      [TOKEN_C]: ['AWSCURRENT'],
-    });
-    expect(described.LastChangedDate).toBeInstanceOf(Date);
   });
 
   it('answers a repeated ClientRequestToken with the same value with the existing version', async () => {
@@ -380,20 +370,7 @@ describe('UpdateSecretVersionStage', () => {
   });
 });
 
-describe('ListSecrets and the protocol edges', () => {
-  it('lists every secret with its ARN', async () => {
-    const { sm } = await setup();
-    const a = await sm.send(new CreateSecretCommand({ Name: 'relay/a', SecretString: 'x' }));
-    const b = await sm.send(new CreateSecretCommand({ Name: 'relay/b' }));
-
-    const listed = await sm.send(new ListSecretsCommand({}));
-
-    expect(listed.SecretList?.map((s) => [s.Name, s.ARN])).toEqual([
-      ['relay/a', a.ARN],
-      ['relay/b', b.ARN],
-    ]);
-  });
-
+describe('the protocol edges', () => {
   it('answers an operation it does not implement with UnknownOperationException', async () => {
     const { sm } = await setup();
 
@@ -527,14 +504,14 @@ describe('failNext and calls', () => {
       ),
     );
     await sm.send(new GetSecretValueCommand({ SecretId: NAME }));
-    await sm.send(new ListSecretsCommand({}));
+    await thrownBy(() => sm.send(new DeleteSecretCommand({ SecretId: NAME })));
 
     expect(fake.calls).toEqual([
       { operation: 'CreateSecret', secretId: NAME },
       { operation: 'PutSecretValue', secretId: NAME },
       { operation: 'PutSecretValue', secretId: NAME },
       { operation: 'GetSecretValue', secretId: NAME },
-      { operation: 'ListSecrets' },
+      { operation: 'DeleteSecret', secretId: NAME },
     ]);
     const recorded = JSON.stringify(fake.calls);
     for (const secret of secrets) expect(recorded).not.toContain(secret);
