@@ -356,7 +356,7 @@ async function startRelay(secret: string): Promise<BenchServer> {
   const [
     { Logger },
     { SqsEventQueue },
-    { DEFAULT_INGEST_LIMITS },
+    { DEFAULTS },
     { createIngestHandler },
     { startHttpFront },
     { createQueuePair },
@@ -364,7 +364,7 @@ async function startRelay(secret: string): Promise<BenchServer> {
   ] = await Promise.all([
     import('@aws-lambda-powertools/logger'),
     import('../functions/adapters/sqs-event-queue.ts'),
-    import('../functions/core/ingest.ts'),
+    import('../functions/shared/config.ts'),
     import('../functions/ingest/handler.ts'),
     import('../infra/local/http-front.ts'),
     import('../infra/local/sqs-event-source.ts'),
@@ -383,7 +383,7 @@ async function startRelay(secret: string): Promise<BenchServer> {
       queue: new SqsEventQueue(local.sqs, queueUrl),
       clock: Date,
       newId: randomUUID,
-      limits: DEFAULT_INGEST_LIMITS,
+      limits: { maxBodyBytes: DEFAULTS.maxBodyBytes, maxEvents: DEFAULTS.maxEventsPerRequest },
       logger: new Logger({ logLevel: 'SILENT' }),
     });
     const front = await startHttpFront({ handler });

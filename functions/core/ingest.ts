@@ -4,24 +4,13 @@ import {
   type RelayEvent,
   relayEventSchema,
 } from './events.ts';
-import type { Clock } from './mautic-http.ts';
+import type { Clock, EventQueue, OutgoingMessage } from './ports.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
 /** The keys a request may be authenticated with: HMAC keys and API key digests. */
 export interface IngestCredentials {
   webhookKeys: ReadonlyArray<Buffer>;
   apiKeyDigests: ReadonlyArray<Buffer>;
-}
-
-/** One queue message: a queued event, serialised. */
-export interface OutgoingMessage {
-  eventId: string;
-  body: string;
-}
-
-/** Where accepted events go; it resolves only when every message is durably queued. */
-export interface EventQueue {
-  enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void>;
 }
 
 /** The queue did not accept every message: the request may be retried whole. */
@@ -46,8 +35,6 @@ export interface IngestLimits {
   /** Most events in one request. @default 500 */
   maxEvents: number;
 }
-
-export const DEFAULT_INGEST_LIMITS: IngestLimits = { maxBodyBytes: 1024 * 1024, maxEvents: 500 };
 
 export interface IngestDeps {
   credentials: () => Promise<IngestCredentials>;

@@ -23,6 +23,25 @@ export const ENV = {
   REFRESH_TOKEN_LIFETIME_SECONDS: 'REFRESH_TOKEN_LIFETIME_SECONDS',
 } as const;
 
+/**
+ * Every default of the functions' settings, in one place: the functions, the local stack and the
+ * operator commands read them from here.
+ */
+export const DEFAULTS = Object.freeze({
+  batchSize: 200,
+  deliveryConcurrency: 2,
+  mauticTimeoutMs: 10_000,
+  tokenCacheSeconds: 30,
+  /** Longest visibility delay after a 429. */
+  maxDelaySeconds: 3600,
+  maxBodyBytes: 1024 * 1024,
+  maxEventsPerRequest: 500,
+  credentialsCacheSeconds: 300,
+  refreshAheadSeconds: 900,
+  /** Mautic's default refresh-token lifetime (14 days); Mautic does not say it per token. */
+  refreshTokenLifetimeSeconds: 1_209_600,
+});
+
 /** A configuration that cannot work; the message names every bad variable. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -45,12 +64,12 @@ const batchSchema = z.object({
   [ENV.EVENTS_QUEUE_URL]: required,
   [ENV.DEAD_LETTER_QUEUE_URL]: required,
   [ENV.REFRESH_FUNCTION_NAME]: required,
-  [ENV.BATCH_SIZE]: integer(1, 200, 200),
-  [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, 2),
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, 10_000),
-  [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, 30),
+  [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
+  [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
+  [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
-  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, 3600),
+  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
 });
 
 /** The batch function's configuration. */
@@ -116,9 +135,9 @@ const ingestSchema = z
     [ENV.WEBHOOK_SECRET_ID]: z.string().min(1).optional(),
     [ENV.WEBHOOK_SECRET]: commaList,
     [ENV.INGEST_API_KEYS]: commaList,
-    [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, 1024 * 1024),
-    [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, 500),
-    [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, 300),
+    [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
+    [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
+    [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
   })
   .refine(
     (env) =>
@@ -159,9 +178,13 @@ export function loadIngestConfig(
 const refreshSchema = z.object({
   [ENV.CLIENT_SECRET_ID]: required,
   [ENV.TOKEN_SECRET_ID]: required,
-  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, 900),
-  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(3600, 31_536_000, 1_209_600),
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, 10_000),
+  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, DEFAULTS.refreshAheadSeconds),
+  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(
+    3600,
+    31_536_000,
+    DEFAULTS.refreshTokenLifetimeSeconds,
+  ),
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
 });
 
 /** The token refresher's configuration. */

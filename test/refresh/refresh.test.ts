@@ -7,7 +7,6 @@ import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import { requestTokenFor } from '../../functions/core/token-refresh.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
-import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -376,7 +375,7 @@ describe('forced runs and writes', () => {
     });
     now += 3_000_000;
 
-    const outcome = await handler({}, lambdaContext('refresh', 30_000));
+    const outcome = await handler({});
 
     expect(outcome).toEqual({ action: 'none', why: 'superseded' });
     expect(stored(ids)).toEqual(fromAuthorize);

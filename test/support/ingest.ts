@@ -1,19 +1,21 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import {
-  DEFAULT_INGEST_LIMITS,
-  type EventQueue,
-  type IngestLimits,
-  type OutgoingMessage,
-  QueueUnavailableError,
-} from '../../functions/core/ingest.ts';
+import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
+import type { EventQueue, OutgoingMessage } from '../../functions/core/ports.ts';
 import {
   parseCredentials,
   parseWebhookSecret,
   signWebhook,
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
+import { DEFAULTS } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
+
+/** The ingest's default limits. */
+export const INGEST_LIMITS: IngestLimits = {
+  maxBodyBytes: DEFAULTS.maxBodyBytes,
+  maxEvents: DEFAULTS.maxEventsPerRequest,
+};
 
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
 export const NOW_SECONDS = NOW / 1000;
@@ -125,7 +127,7 @@ export function ingestHandler(
       let n = 0;
       return () => `generated-${++n}`;
     })(),
-    limits: options.limits ?? DEFAULT_INGEST_LIMITS,
+    limits: options.limits ?? INGEST_LIMITS,
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {

@@ -24,7 +24,7 @@ import {
 } from './symfony.ts';
 
 /** The grants Mautic supports (§1.3). */
-export type GrantType = 'authorization_code' | 'refresh_token' | 'client_credentials';
+type GrantType = 'authorization_code' | 'refresh_token' | 'client_credentials';
 
 /** An API credential as Mautic stores it; `clientId` is the public id `<numericId>_<randomId>`. */
 export interface SimulatorClient {

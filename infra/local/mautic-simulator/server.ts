@@ -44,7 +44,7 @@ import {
 } from './symfony.ts';
 
 /** Random failures; the same seed gives the same sequence of decisions, one per request in scope. */
-export interface SimulatorFaults {
+interface SimulatorFaults {
   seed: number;
   /** 0..1: answer 500 (Mautic's generic body), 502 or 503 (a proxy's HTML page). */
   errorRate?: number;
@@ -57,14 +57,14 @@ export interface SimulatorFaults {
 }
 
 /** A scripted answer for `inject`. */
-export interface InjectedResponse {
+interface InjectedResponse {
   status: number;
   headers?: Record<string, string>;
   body?: string | Buffer;
 }
 
 /** One received request. `tokenId` numbers the access token used; the token itself is never kept. */
-export interface RequestLogEntry {
+interface RequestLogEntry {
   method: string;
   path: string;
   /** Raw query string, with access_token, refresh_token, client_secret and code redacted. */
