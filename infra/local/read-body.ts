@@ -20,7 +20,7 @@ export function readBody(
     const chunks: Buffer[] = [];
     let size = 0;
     const finish = (complete: boolean) => {
-      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+      req.off('data', onData).off('end', onEnd).off('error', onError);
       resolve({ body: Buffer.concat(chunks, size), complete });
     };
     const onData = (chunk: Buffer) => {
@@ -36,14 +36,11 @@ export function readBody(
       finish(req.complete && chunk.length === room);
     };
     const onEnd = () => finish(true);
+    // A client gone mid-body ends here too: Node reports it as an ECONNRESET error.
     const onError = (error: Error) => {
-      req.off('data', onData).off('end', onEnd).off('close', onClose);
+      req.off('data', onData).off('end', onEnd);
       reject(error);
     };
-    const onClose = () => {
-      if (!req.complete)
-        onError(Object.assign(new Error('request aborted'), { code: 'ECONNRESET' }));
-    };
-    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+    req.on('data', onData).on('end', onEnd).on('error', onError);
   });
 }

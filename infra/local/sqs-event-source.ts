@@ -2,7 +2,7 @@
  * A local stand-in for the Lambda SQS event source mapping (ESM): it polls a queue, gathers a
  * batch the way the mapping does (batch size, batching window), invokes a batch handler with a
  * Lambda-shaped SQSEvent and Context, and applies the answer with ReportBatchItemFailures
- * semantics (docs/architecture.md). The integration tests and the local
+ * semantics (docs/architecture.md, reliability idea 2). The integration tests and the local
  * stack (`npm start`) use it with an SQS emulator (fauxqs) behind an explicit client endpoint.
  *
  * Failed messages are never moved or re-queued here: they are left in flight, reappear after the
@@ -39,7 +39,7 @@ const FIRST_RECEIVE_WAIT_SECONDS = 1;
 const SHORT_POLL_PAUSE_MS = 50;
 /** After a failed ReceiveMessage the loop waits this long, so a dead endpoint is not hammered. */
 const POLL_ERROR_BACKOFF_MS = 1_000;
-/** Longer than any source queue's retention, so dead letters do not expire first (docs/architecture.md). */
+/** Longer than any source queue's retention, so dead letters do not expire first (docs/architecture.md, reliability idea 5). */
 const DEAD_LETTER_RETENTION_SECONDS = 1_209_600;
 const DEFAULT_FUNCTION_TIMEOUT_MS = 30_000;
 const DEFAULT_FUNCTION_NAME = 'batch';
@@ -412,7 +412,7 @@ export class SqsEventSource {
 
 /**
  * The ids the handler reported failed, or undefined when the response fails the whole batch
- * (docs/architecture.md). Lambda sees the handler's answer as JSON, so it is judged as JSON.
+ * (docs/architecture.md, reliability idea 2). Lambda sees the handler's answer as JSON, so it is judged as JSON.
  */
 function itemFailuresOf(
   response: unknown,

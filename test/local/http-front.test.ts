@@ -298,6 +298,29 @@ describe('startHttpFront', () => {
     expect(bodies.map((body) => body.length)).toEqual([1025]);
   });
 
+  it('drops a request whose client goes away mid-body, without invoking or reporting', async () => {
+    const { front, invocations, errors } = await echoFront();
+    const { port } = new URL(front.url);
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port: Number(port) }, () => {
+        socket.write(
+          'POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n0123456789',
+        );
+        // Gives the front time to start reading before the client vanishes.
+        setTimeout(() => socket.destroy(), 50);
+      });
+      socket.on('close', () => resolve());
+      socket.on('error', reject);
+    });
+
+    // The front is still serving, and the broken request never reached the handler.
+    const response = await fetch(`${front.url}/events`, { method: 'POST', body: '{}' });
+    expect(response.status).toBe(200);
+    await response.text();
+    expect(invocations).toHaveLength(1);
+    expect(errors).toEqual([]);
+  });
+
   it('passes a body of exactly maxBodyBytes whole', async () => {
     const { front, invocations } = await echoFront({ maxBodyBytes: 1024 });
     const exact = Buffer.alloc(1024, 'c');
