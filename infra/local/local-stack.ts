@@ -26,7 +26,7 @@ import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
   startMauticSimulator,
-} from './mautic-simulator.ts';
+} from './mautic-simulator/server.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
 
