@@ -15,7 +15,7 @@ export interface RecordRef {
   entity: string;
   action: Action;
   key: string | undefined;
-  /** A contact edit that sets `email`: Mautic may merge another contact into it (reference §5.1). */
+  /** A contact edit that sets `email`: Mautic may merge another contact into it (docs/mautic.md §5.1). */
   barrier: boolean;
 }
 
@@ -261,7 +261,7 @@ function payloadOf(event: QueuedEvent, fields: Record<string, unknown>): Record<
 }
 
 // ---------------------------------------------------------------------------------------------
-// Merging the events of one record (contract §2, reference §5.2)
+// Merging the events of one record (contract §2, docs/mautic.md §5.2)
 
 /**
  * Contact keys Mautic handles outside its form as operations (add a do-not-contact entry, link

@@ -1,5 +1,5 @@
 /**
- * How Mautic 5 writes the fields of one batch item onto a stored record (reference §5.2), as a
+ * How Mautic 5 writes the fields of one batch item onto a stored record (docs/mautic.md §5.2), as a
  * pure function the simulator's REST half calls for every create and edit. Kept apart from the
  * HTTP code so that tests can drive it directly, and independent of functions/ so that it can
  * judge the relay's planner (which has its own, more cautious, idea of these rules).

@@ -1,6 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { type MauticSimulator, startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
-import { applyTags, applyWrite, isNumericZero } from '../../infra/local/mautic-write-rules.ts';
+import {
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator/server.ts';
+import {
+  applyTags,
+  applyWrite,
+  isNumericZero,
+} from '../../infra/local/mautic-simulator/write-rules.ts';
 
 const contact = { contact: true, customFields: true };
 const company = { contact: false, customFields: true };
