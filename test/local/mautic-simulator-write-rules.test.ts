@@ -13,7 +13,7 @@ const contact = { contact: true, customFields: true };
 const company = { contact: false, customFields: true };
 const segment = { contact: false, customFields: false };
 
-describe('applyWrite (reference §5.2, Mautic 5.x)', () => {
+describe('applyWrite (docs/mautic.md §5.2, Mautic 5.x)', () => {
   it('skips blanks on POST and PATCH unless overwriteWithBlank, and drops numeric zeros always', () => {
     const current = { firstname: 'Ann', city: 'Oslo', score: 5, rank: 2 };
     const submitted = { firstname: '', city: null, score: 0, rank: '0.5' };
