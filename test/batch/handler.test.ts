@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Message } from '@aws-sdk/client-sqs';
-import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
   type MauticSimulator,
   type MauticSimulatorOptions,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
+} from '../../infra/local/mautic-simulator/server.ts';
 import {
   createQueuePair,
   type InvokeReport,
@@ -60,6 +60,7 @@ async function startRelay(options: {
   maxReceiveCount?: number;
   deadLetterQueueUrl?: string;
   concurrency?: number;
+  batchWindowMs?: number;
 }) {
   observed = recorder();
   const sim = await startMauticSimulator(options.sim);
@@ -123,7 +124,7 @@ async function startRelay(options: {
     queueArn: pair.queueArn,
     handler,
     batchSize: options.batchSize ?? 200,
-    batchWindowMs: 300,
+    batchWindowMs: options.batchWindowMs ?? 300,
     functionTimeoutMs: 10_000,
     onInvoke: (report) => reports.push(report),
   });
@@ -220,7 +221,8 @@ function expectNoTokenInOutput(tokens: string[]): void {
 
 describe('batch handler over fauxqs and the Mautic simulator', () => {
   it('delivers 400 events in 2 Mautic calls of 200 and acknowledges them all', async () => {
-    const relay = await startRelay({});
+    // A window long enough to gather 200 however busy the machine is (a full batch ends it).
+    const relay = await startRelay({ batchWindowMs: 5_000 });
     await relay.send(creates(400));
 
     await relay.drain();
@@ -418,6 +420,35 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
       contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
   });
+
+  it('dead-letters a company create Mautic applied but answered unreadably (ambiguous_result); sends a contact again, once', async () => {
+    const relay = await startRelay({});
+    relay.sim.failAfterApply({ path: '/api/companies/batch/new' }, 'garble');
+    relay.sim.failAfterApply({ path: '/api/contacts/batch/new' }, 'drop');
+    await relay.send([
+      { entity: 'companies', action: 'create', data: { companyname: 'Acme' } },
+      { entity: 'contacts', action: 'create', data: { email: 'once@example.com' } },
+    ]);
+
+    await relay.drain();
+    const dead = await relay.deadLetters(1);
+
+    expect(dead.map((m) => [attribute(m, 'relay.reason'), attribute(m, 'relay.entity')])).toEqual([
+      ['ambiguous_result', 'companies'],
+    ]);
+    expect(attribute(dead[0] ?? {}, 'relay.detail')).toMatch(
+      /^Mautic may have created this record; its answer cannot tell \(MauticResponseError: POST \/api\/companies\/batch\/new answered 200 with a body that is not JSON\)$/,
+    );
+    expect(relay.sim.records('companies').map((r) => r.companyname)).toEqual(['Acme']);
+    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/companies/batch/new')).toHaveLength(
+      1,
+    );
+    expect(contactEmails(relay.sim)).toEqual(new Set(['once@example.com']));
+    await expectAccountedFor(relay, dead, (e) =>
+      e.entity === 'contacts' ? contactEmails(relay.sim).has('once@example.com') : false,
+    );
+    expectNoTokenInOutput(relay.tokenStore.tokensSeen);
+  });
 });
 
 /** The real handler with fake queue ports, for calling directly with a Lambda event. */
@@ -476,15 +507,6 @@ function sqsRecords(count: number) {
   }));
 }
 
-const lambdaContext = (remainingMs: number) => {
-  const started = Date.now();
-  return {
-    getRemainingTimeInMillis: () => remainingMs - (Date.now() - started),
-    awsRequestId: 'req-1',
-    functionName: 'batch',
-  } as unknown as Context;
-};
-
 describe('batch handler, called directly', () => {
   it('caps the rate-limit delay at maxDelaySeconds', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
@@ -492,7 +514,7 @@ describe('batch handler, called directly', () => {
       const delays: Array<[string[], number]> = [];
       const handler = directHandler(sim, sim.issueToken().accessToken, delays);
 
-      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(delays).toEqual([[['m1'], 900]]);
@@ -508,7 +530,7 @@ describe('batch handler, called directly', () => {
     try {
       const handler = directHandler(sim, sim.issueToken().accessToken, []);
 
-      const response = await handler({ Records: sqsRecords(1) }, lambdaContext(4_000));
+      const response = await handler({ Records: sqsRecords(1) }, lambdaContext('batch', 4_000));
 
       // Had the call not been aborted, Mautic's answer (5 s later) would have delivered it.
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
@@ -529,7 +551,7 @@ describe('batch handler, called directly', () => {
       const records = sqsRecords(3);
       records[2] = { ...records[2], body: 'not json' } as (typeof records)[number];
 
-      const response = await handler({ Records: records }, lambdaContext(30_000));
+      const response = await handler({ Records: records }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect({
@@ -555,7 +577,7 @@ describe('batch handler, called directly', () => {
         },
       });
 
-      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(seen.events('delay_failed')).toEqual([
@@ -582,7 +604,7 @@ describe('batch handler, called directly', () => {
         sim,
         sim.issueToken().accessToken,
         delays,
-      )({ Records: sqsRecords(1) }, lambdaContext(30_000));
+      )({ Records: sqsRecords(1) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
       // The policy's backoff (1 s here), not a wait for a reset that is past.

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import { startMauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,
@@ -129,6 +129,6 @@ describe('token refresher scheduling', () => {
       }),
       { numRuns: 150 },
     );
-    // 150 simulated schedules against real servers: seconds alone, far more on a busy machine.
+    // 150 runs take a few seconds on an idle machine; a busy one needs more.
   }, 90_000);
 });

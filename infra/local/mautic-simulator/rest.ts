@@ -1,326 +1,26 @@
 /**
- * The REST half of the Mautic simulator (reference §4, §5, §7): the entity store and what the
- * batch, list and item controllers answer. Also the PHP, Symfony and FOSRestBundle mechanics both
- * halves share (json_encode escaping, parse_str, the body listener, the response shapes), so that
- * mautic-simulator.ts reads as the OAuth2 server and the HTTP harness around them.
+ * The REST half of the Mautic simulator (docs/mautic.md §4, §5, §7): the entity store and what
+ * the batch, list and item controllers answer.
  */
-import type { IncomingHttpHeaders } from 'node:http';
-
-// ---------------------------------------------------------------------------------------------
-// PHP functions whose output a client can tell apart
-
-/** A PHP array as parse_str builds it: ordered, string keys, string or nested-array values. */
-export type PhpArray = Map<string, PhpValue>;
-/** One value of a parsed query string or form body. */
-type PhpValue = string | PhpArray;
-
-/**
- * PHP's json_encode. `hex` adds the JSON_HEX_* flags that Symfony's JsonResponse uses (so an
- * apostrophe becomes \u0027). A Map stands for a PHP array: it becomes a JSON array only when its
- * keys are exactly 0..n-1 in order, otherwise an object, which is the root of Mautic's batch
- * response quirk. Object properties whose value is undefined are left out.
- */
-export function phpJsonEncode(value: unknown, options: { hex?: boolean } = {}): string {
-  return encodeValue(value, options.hex === true);
-}
-
-function encodeValue(value: unknown, hex: boolean): string {
-  if (value === null || value === undefined) return 'null';
-  if (typeof value === 'string') return encodeString(value, hex);
-  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : '0';
-  if (typeof value === 'boolean') return value ? 'true' : 'false';
-  if (value instanceof Map) {
-    const entries = [...value.entries()];
-    if (entries.every(([key], index) => String(key) === String(index))) {
-      return `[${entries.map(([, item]) => encodeValue(item, hex)).join(',')}]`;
-    }
-    return `{${entries.map(([key, item]) => `${encodeString(String(key), hex)}:${encodeValue(item, hex)}`).join(',')}}`;
-  }
-  if (Array.isArray(value)) return `[${value.map((item) => encodeValue(item, hex)).join(',')}]`;
-  if (typeof value === 'object') {
-    const parts: string[] = [];
-    for (const [key, item] of Object.entries(value)) {
-      if (item !== undefined) parts.push(`${encodeString(key, hex)}:${encodeValue(item, hex)}`);
-    }
-    return `{${parts.join(',')}}`;
-  }
-  return 'null';
-}
-
-const ESCAPES: Record<string, string> = {
-  '"': '\\"',
-  '\\': '\\\\',
-  '/': '\\/',
-  '\b': '\\b',
-  '\t': '\\t',
-  '\n': '\\n',
-  '\f': '\\f',
-  '\r': '\\r',
-};
-// JSON_HEX_TAG | JSON_HEX_AMP | JSON_HEX_APOS | JSON_HEX_QUOT, in PHP's own spelling.
-const HEX_ESCAPES: Record<string, string> = {
-  '<': '\\u003C',
-  '>': '\\u003E',
-  '&': '\\u0026',
-  "'": '\\u0027',
-  '"': '\\u0022',
-};
-
-function encodeString(text: string, hex: boolean): string {
-  let out = '"';
-  for (const char of text) {
-    const escaped = (hex ? HEX_ESCAPES[char] : undefined) ?? ESCAPES[char];
-    if (escaped !== undefined) {
-      out += escaped;
-      continue;
-    }
-    const code = char.charCodeAt(0);
-    if (code >= 0x20 && code < 0x80) {
-      out += char;
-      continue;
-    }
-    // PHP escapes every non-ASCII character (no JSON_UNESCAPED_UNICODE) as lower-case UTF-16
-    // units, so a character outside the BMP becomes a surrogate pair.
-    for (let i = 0; i < char.length; i++) {
-      out += `\\u${char.charCodeAt(i).toString(16).padStart(4, '0')}`;
-    }
-  }
-  return `${out}"`;
-}
-
-/** PHP's urldecode: `+` is a space, malformed `%` sequences stay as they are. */
-export function phpUrldecode(text: string): string {
-  const source = Buffer.from(text, 'utf8');
-  const bytes: number[] = [];
-  for (let i = 0; i < source.length; i++) {
-    const byte = source[i] ?? 0;
-    if (byte === 0x2b) {
-      bytes.push(0x20);
-      continue;
-    }
-    if (byte === 0x25 && i + 2 < source.length) {
-      const pair = source.subarray(i + 1, i + 3).toString('latin1');
-      if (/^[0-9A-Fa-f]{2}$/.test(pair)) {
-        bytes.push(Number.parseInt(pair, 16));
-        i += 2;
-        continue;
-      }
-    }
-    bytes.push(byte);
-  }
-  return Buffer.from(bytes).toString('utf8');
-}
-
-/**
- * PHP's parse_str, which is how PHP reads query strings and form bodies: `a[]=1&a[]=2` and
- * `a[0]=1` make nested arrays, spaces and dots in names become underscores, later keys win.
- */
-export function parsePhpQuery(query: string): PhpArray {
-  const result: PhpArray = new Map();
-  for (const pair of query.split('&')) {
-    if (pair === '') continue;
-    const eq = pair.indexOf('=');
-    const name = phpUrldecode(eq === -1 ? pair : pair.slice(0, eq)).replace(/^ +/, '');
-    const value = eq === -1 ? '' : phpUrldecode(pair.slice(eq + 1));
-    assignPhpKey(result, name, value);
-  }
-  return result;
-}
-
-function assignPhpKey(target: PhpArray, name: string, value: string): void {
-  const open = name.indexOf('[');
-  let base = open === -1 ? name : name.slice(0, open);
-  const segments: string[] = [];
-  if (open !== -1) {
-    let rest = name.slice(open);
-    while (rest.startsWith('[')) {
-      const close = rest.indexOf(']');
-      if (close === -1) break;
-      segments.push(rest.slice(1, close));
-      rest = rest.slice(close + 1);
-    }
-    // An unmatched '[' cannot start an array, so PHP keeps the name with the '[' turned into '_'.
-    if (segments.length === 0) base = name.replace('[', '_');
-  }
-  base = base.replace(/[ .]/g, '_');
-  if (base === '') return;
-  let container = target;
-  let key = base;
-  for (const segment of segments) {
-    let next = container.get(key);
-    if (!(next instanceof Map)) {
-      next = new Map();
-      container.set(key, next);
-    }
-    container = next;
-    key = segment === '' ? String(nextPhpIndex(container)) : segment;
-  }
-  container.set(key, value);
-}
-
-function nextPhpIndex(array: PhpArray): number {
-  let next = 0;
-  for (const key of array.keys()) {
-    if (isPhpIntKey(key)) next = Math.max(next, Number(key) + 1);
-  }
-  return next;
-}
-
-/** Whether PHP would store this array key as an integer. */
-function isPhpIntKey(key: string): boolean {
-  return /^(0|-?[1-9]\d{0,17})$/.test(key);
-}
-
-/** The JSON-like value json_decode would have produced for the same PHP array. */
-function phpArrayToJs(value: PhpValue): unknown {
-  if (typeof value === 'string') return value;
-  const entries = [...value.entries()];
-  if (entries.every(([key], index) => key === String(index))) {
-    return entries.map(([, item]) => phpArrayToJs(item));
-  }
-  return Object.fromEntries(entries.map(([key, item]) => [key, phpArrayToJs(item)]));
-}
-
-/** PHP's empty(): null, '', '0', 0, false and empty arrays. */
-export function phpEmpty(value: unknown): boolean {
-  if (value === undefined || value === null || value === false || value === 0) return true;
-  if (value === '' || value === '0') return true;
-  if (Array.isArray(value)) return value.length === 0;
-  if (value instanceof Map) return value.size === 0;
-  if (typeof value === 'object') return Object.keys(value).length === 0;
-  return false;
-}
-
-/** PHP's is_numeric for a string (PHP 8 allows leading and trailing whitespace). */
-function phpIsNumeric(text: string): boolean {
-  return /^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/.test(text);
-}
-
-/** FILTER_SANITIZE_EMAIL: drops every character that may not appear in an email address. */
-function sanitizeEmail(text: string): string {
-  return text.replace(/[^A-Za-z0-9!#$%&'*+\-=?^_`{|}~@.[\]]/g, '');
-}
-
-// PHP's FILTER_VALIDATE_EMAIL pattern (Michael Rushton's, ext/filter/logical_filters.c, the
-// non-Unicode variant). The domain's `(?:label\.){1,126}){1,}` is written as `(?:label\.)+`:
-// the same language, without the exponential backtracking that PCRE caps and JavaScript does not.
-const EMAIL_PATTERN =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: quoted local parts may hold control characters.
-  /^(?!(?:(?:\x22?\x5C[\x00-\x7E]\x22?)|(?:\x22?[^\x5C\x22]\x22?)){255,})(?!(?:(?:\x22?\x5C[\x00-\x7E]\x22?)|(?:\x22?[^\x5C\x22]\x22?)){65,}@)(?:(?:[\x21\x23-\x27\x2A\x2B\x2D\x2F-\x39\x3D\x3F\x5E-\x7E]+)|(?:\x22(?:[\x01-\x08\x0B\x0C\x0E-\x1F\x21\x23-\x5B\x5D-\x7F]|(?:\x5C[\x00-\x7F]))*\x22))(?:\.(?:(?:[\x21\x23-\x27\x2A\x2B\x2D\x2F-\x39\x3D\x3F\x5E-\x7E]+)|(?:\x22(?:[\x01-\x08\x0B\x0C\x0E-\x1F\x21\x23-\x5B\x5D-\x7F]|(?:\x5C[\x00-\x7F]))*\x22)))*@(?:(?:(?!.*[^.]{64,})(?:(?:xn--)?[a-z0-9]+(?:-+[a-z0-9]+)*\.)+(?:(?:[a-z][a-z0-9]*)|(?:(?:xn--)[a-z0-9]+))(?:-+[a-z0-9]+)*)|(?:\[(?:(?:IPv6:(?:(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){7})|(?:(?!(?:.*[a-f0-9][:\]]){7,})(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,5})?::(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,5})?)))|(?:(?:IPv6:(?:(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){5}:)|(?:(?!(?:.*[a-f0-9]:){5,})(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,3})?::(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,3}:)?)))?(?:(?:25[0-5])|(?:2[0-4][0-9])|(?:1[0-9]{2})|(?:[1-9]?[0-9]))(?:\.(?:(?:25[0-5])|(?:2[0-4][0-9])|(?:1[0-9]{2})|(?:[1-9]?[0-9]))){3}))\]))$/i;
-
-/** FILTER_VALIDATE_EMAIL without flags (ASCII only, at most 320 characters). */
-function isValidEmail(text: string): boolean {
-  return text.length <= 320 && EMAIL_PATTERN.test(text);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Requests and responses as Symfony and FOSRestBundle shape them (§4.2, §6.1)
-
-/** What the simulator sends back. */
-export interface Reply {
-  status: number;
-  headers: Record<string, string>;
-  body: string | Buffer;
-}
-
-/** The request body after PHP and the FOSRest body listener: parsed, decoded, ignored or invalid. */
-export type DecodedBody =
-  | { kind: 'none' }
-  | { kind: 'invalid' }
-  | { kind: 'form'; params: PhpArray }
-  | { kind: 'json'; value: unknown };
-
-/** A request as the simulator's handlers see it. */
-export interface SimRequest {
-  method: string;
-  path: string;
-  query: PhpArray;
-  headers: IncomingHttpHeaders;
-  body: DecodedBody;
-}
-
-/** Symfony's default content type for a plain Response. */
-export const HTML = 'text/html; charset=UTF-8';
-const JSON_CONTENT_TYPES = new Set(['application/json', 'application/x-json']);
-const FORM_CONTENT_TYPE = 'application/x-www-form-urlencoded';
-
-/**
- * What PHP and FOSRestBundle's body listener make of a body: form bodies are parsed, JSON bodies
- * decoded (for /api routes even without a Content-Type, their _format being json), and any other
- * body is ignored, a JSON body sent as text/plain included. Invalid JSON or a scalar is 'invalid'.
- */
-export function decodeBody(
-  method: string,
-  path: string,
-  headers: IncomingHttpHeaders,
-  raw: Buffer,
-): DecodedBody {
-  if (!['POST', 'PUT', 'PATCH', 'DELETE'].includes(method)) return { kind: 'none' };
-  const type = (headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  const text = raw.toString('utf8');
-  if (type === FORM_CONTENT_TYPE) return { kind: 'form', params: parsePhpQuery(text) };
-  const json = JSON_CONTENT_TYPES.has(type) || (type === '' && isApiPath(path));
-  // FOSRest skips PHP-empty content, which includes the body "0".
-  if (!json || text === '' || text === '0') return { kind: 'none' };
-  try {
-    const value: unknown = JSON.parse(text);
-    return value !== null && typeof value === 'object'
-      ? { kind: 'json', value }
-      : { kind: 'invalid' };
-  } catch {
-    return { kind: 'invalid' };
-  }
-}
-
-/** The decoded body as Symfony's parameter bag (`$request->request`). */
-export function bodyParams(body: DecodedBody): Record<string, unknown> {
-  const value =
-    body.kind === 'form' ? phpArrayToJs(body.params) : body.kind === 'json' ? body.value : {};
-  if (value === null || typeof value !== 'object') return {};
-  if (Array.isArray(value)) return Object.fromEntries(value.map((item, index) => [index, item]));
-  return value as Record<string, unknown>;
-}
-
-/** Whether Mautic's `^/api` firewall covers the path. */
-export function isApiPath(path: string): boolean {
-  return path === '/api' || path.startsWith('/api/');
-}
-
-/** filter_var with FILTER_REQUIRE_SCALAR: a string, or undefined when missing or not scalar. */
-export function scalar(value: unknown): string | undefined {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number') return String(value);
-  if (typeof value === 'boolean') return value ? '1' : '';
-  return undefined;
-}
-
-/** PHP truthiness of a string parameter. */
-export function truthy(value: string | undefined): value is string {
-  return value !== undefined && value !== '' && value !== '0';
-}
-
-function genericMessage(status: number): string {
-  return `Looks like I encountered an error (error #${status}). If I do it again, please report me to the system administrator!`;
-}
-
-/** Symfony JsonResponse (ApiSubscriber rewrites, ExceptionController): JSON_HEX_* escaping. */
-function symfonyJson(status: number, payload: unknown): Reply {
-  return {
-    status,
-    headers: { 'content-type': 'application/json', 'cache-control': 'no-cache, private' },
-    body: phpJsonEncode(payload, { hex: true }),
-  };
-}
-
-/** ApiSubscriber's rewrite of an OAuth2 error: `{"errors":[{message, code, type}]}` (§1.7). */
-export function oauthError(status: number, type: string, message: string): Reply {
-  return symfonyJson(status, { errors: [{ message, code: status, type }] });
-}
-
-/** ExceptionController (§6.4): the generic message unless a not-found message is shown. */
-export function exceptionError(status: number, message = genericMessage(status)): Reply {
-  return symfonyJson(status, { errors: [{ message, code: status, type: null }] });
-}
+import {
+  isPhpIntKey,
+  isValidEmail,
+  type PhpArray,
+  type PhpValue,
+  phpArrayToJs,
+  phpEmpty,
+  phpIsNumeric,
+  phpJsonEncode,
+  sanitizeEmail,
+} from './php.ts';
+import {
+  type DecodedBody,
+  exceptionError,
+  type Reply,
+  type SimRequest,
+  scalar,
+} from './symfony.ts';
+import { applyWrite, type WriteMode } from './write-rules.ts';
 
 /** A FOSRest view of an API controller: JMS escaping and the Mautic-Version header. */
 function view(status: number, payload: unknown): Reply {
@@ -464,7 +164,7 @@ function present(entity: EntityName, record: StoredRecord): Record<string, unkno
     color: null,
     ipAddresses: [],
     fields: { all },
-    tags: [],
+    tags: Array.isArray(record.fields.tags) ? record.fields.tags.map((tag) => ({ tag })) : [],
     utmtags: [],
     stage: null,
     doNotContact: [],
@@ -497,23 +197,21 @@ function submittedFields(entity: EntityName, item: Record<string, unknown>) {
   return { fields, overwriteWithBlank: !phpEmpty(item.overwriteWithBlank) };
 }
 
-type WriteMode = 'post' | 'patch' | 'put';
-
+// ----- Write rules (issue 11): the field logic lives in write-rules.ts -----
 function mergeFields(
   entity: EntityName,
   current: Record<string, unknown>,
   submitted: { fields: Record<string, unknown>; overwriteWithBlank: boolean },
   mode: WriteMode,
 ): Record<string, unknown> {
-  // PUT binds with clear-missing, so unsent fields go; POST and PATCH keep them.
-  const result = mode === 'put' ? {} : { ...current };
-  const keepBlanks =
-    mode === 'put' || submitted.overwriteWithBlank || !ENTITIES[entity].customFields;
-  for (const [key, value] of Object.entries(submitted.fields)) {
-    if (keepBlanks || !isBlank(value)) result[key] = value;
-  }
-  return result;
+  return applyWrite(current, submitted.fields, {
+    mode,
+    overwriteWithBlank: submitted.overwriteWithBlank,
+    contact: entity === 'contacts',
+    customFields: ENTITIES[entity].customFields,
+  });
 }
+// ----- end of write rules -----
 
 /** A form violation, or undefined; only the constraints the simulator knows (§5.3, segments). */
 function violation(
