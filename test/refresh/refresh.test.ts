@@ -272,6 +272,32 @@ describe('token refresher with an authorization_code credential', () => {
   });
 });
 
+describe('the lost-response case', () => {
+  it('a rotated refresh token whose answer was lost cannot be recovered: the next run says to run authorize, and the alarm metric fires', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), tokens);
+    now += 3_000_000;
+    // Mautic rotates the refresh token, then the connection drops before its answer arrives.
+    sim.failAfterApply({ path: '/oauth/v2/token' }, 'drop');
+
+    const lost = await refresher(client, ids, clock)({});
+    now += 60_000;
+    const next = await refresher(client, ids, clock)({});
+
+    expect(lost).toMatchObject({ action: 'failed', why: 'transient' });
+    expect(next).toMatchObject({ action: 'failed', why: 'needs_authorize' });
+    expect(tokenCalls().map((r) => r.status)).toEqual([200, 0, 400]);
+    const text = output.join('');
+    expect(text).toContain('spent by a refresh whose answer was lost');
+    expect(text).toContain('Run \\"npx mautic-relay authorize\\"');
+    expect(text).toContain('"event":"needs_authorize"');
+    // RefreshTokenAlarm (refresh token seconds left below 2 days) names the same fix.
+    expect(metric('RefreshTokenSecondsLeft')).toContain(0);
+    expect(stored(ids)).not.toHaveProperty('refreshToken');
+    expectNoSecretsIn(output, [tokens.refreshToken, tokens.accessToken]);
+  });
+});
+
 describe('a write left half-finished heals in a new container', () => {
   for (const grantType of ['authorization_code', 'client_credentials'] as const) {
     it(`with ${grantType}: put ok, stage move fails, container gone; the next run makes the rotated refresh token current`, async () => {
