@@ -349,7 +349,7 @@ export class RelayStack extends Stack {
       },
     );
 
-    new cloudwatch.Dashboard(this, 'Dashboard', {
+    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `MauticRelay-${settings.name}`,
       widgets: [
         [
@@ -389,6 +389,9 @@ export class RelayStack extends Stack {
     new CfnOutput(this, 'ClientSecretName', { value: names.client });
     new CfnOutput(this, 'TokenSecretName', { value: names.token });
     new CfnOutput(this, 'WebhookSecretName', { value: names.webhook });
+    // Read by the operator commands (infra/cli/target.ts) to find this environment.
+    new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
+    new CfnOutput(this, 'DashboardName', { value: dashboard.dashboardName });
   }
 }
 

@@ -18,6 +18,7 @@ import {
   loadRefreshConfig,
   secretNames,
 } from '../../functions/shared/config.ts';
+import { localEndpointsPath, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startHttpFront } from './http-front.ts';
 import { LineLogger } from './line-logger.ts';
 import {
@@ -167,8 +168,8 @@ async function start(
     const left = await queueCounts(sqs, queues.queueUrl);
     const dead = await queueCounts(sqs, queues.deadLetterQueueUrl);
     if (left > 0)
-      print(`${left} events were still queued; the local queues live in memory, so they are gone.`);
-    if (dead > 0) print(`${dead} events were in the dead-letter queue.`);
+      print(`${events(left)} still queued; the local queues live in memory, so they are gone.`);
+    if (dead > 0) print(`${events(dead)} in the dead-letter queue.`);
   });
   const queues = await createQueuePair(sqs, {
     name: 'mautic-relay-events',
@@ -243,14 +244,28 @@ async function start(
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
+  // --- operator commands (issue 14): the sender credentials live in the Secrets Manager
+  // stand-in and the ingest reads them as in the cloud (WEBHOOK_SECRET_ID, a 1 s cache), so
+  // `npx mautic-relay senders … --local` changes them while the stack runs.
+  await secrets.send(
+    new CreateSecretCommand({
+      Name: names.webhook,
+      SecretString: JSON.stringify({ webhookSecrets, apiKeys: config.INGEST_API_KEYS }),
+    }),
+  );
   const ingestConfig = loadIngestConfig({
     [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
-    [ENV.WEBHOOK_SECRET]: webhookSecrets.join(','),
-    [ENV.INGEST_API_KEYS]: config.INGEST_API_KEYS.join(','),
+    [ENV.WEBHOOK_SECRET_ID]: names.webhook,
+    [ENV.CREDENTIALS_CACHE_SECONDS]: '1',
   });
-  const ingest = await buildIngestHandler(ingestConfig, { sqs, logger });
+  const ingest = await buildIngestHandler(ingestConfig, { sqs, secrets, logger });
+  // --- end operator commands
   const front = await startHttpFront({
-    handler: ingest,
+    handler: async (event, context) => {
+      const answer = await ingest(event, context);
+      logger.refusedRequest(answer, event.requestContext.requestId);
+      return answer;
+    },
     port: config.PORT,
     maxBodyBytes: ingestConfig.maxBodyBytes,
   });
@@ -272,6 +287,22 @@ async function start(
   print(
     `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret ? `WEBHOOK_SECRET=${webhookSecrets[0]} ` : ''}npx mautic-relay send --url ${ingestUrl}`,
   );
+  // --- operator commands (issue 14): where `npx mautic-relay … --local` finds this stack.
+  const removeEndpoints = writeLocalEndpoints(localEndpointsPath(process.env), {
+    ingestUrl,
+    sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
+    queueUrl: queues.queueUrl,
+    deadLetterQueueUrl: queues.deadLetterQueueUrl,
+    secretsEndpoint: secretsFake.endpoint,
+    tokenSecretId: ids.tokenSecretId,
+    webhookSecretId: names.webhook,
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+  });
+  // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
+  stops.push(async () => removeEndpoints());
+  // --- end operator commands
+  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
   print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
 
   let stopping: Promise<void> | undefined;
@@ -295,6 +326,11 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
     Number(Attributes.ApproximateNumberOfMessages ?? 0) +
     Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0)
   );
+}
+
+/** "1 event was", "2 events were". */
+function events(count: number): string {
+  return count === 1 ? '1 event was' : `${count} events were`;
 }
 
 function lambdaContext(functionName: string, timeoutMs: number) {
