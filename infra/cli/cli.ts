@@ -2,6 +2,7 @@ import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ConfigError, secretNames } from '../../functions/shared/config.ts';
 import {
+  DEFAULT_HIDE_SECONDS,
   type DeadLetterFilters,
   type DeadLetterList,
   listDeadLetters,
@@ -106,6 +107,7 @@ ${FILTER_HELP}
         const list = await listDeadLetters(target.sqs, target.deadLetterQueueUrl, filters, {
           showData: values['show-data'] === true,
           now: io.now,
+          hideSeconds: hideSeconds(io),
         });
         if (values.json) {
           const { complete: _complete, ...json } = list;
@@ -155,6 +157,11 @@ ${FILTER_HELP}
           {
             rate,
             dryRun: values['dry-run'] === true,
+            hideSeconds: hideSeconds(io),
+            waiting: (hidden) =>
+              io.stderr(
+                `${hidden} dead ${hidden === 1 ? 'letter is' : 'letters are'} hidden by an earlier read that did not finish; waiting up to ${hideSeconds(io)} s for ${hidden === 1 ? 'it' : 'them'} to come back…\n`,
+              ),
             now: io.now,
             sleep: io.sleep,
             shouldStop: io.interrupted,
@@ -166,11 +173,11 @@ ${FILTER_HELP}
         if (values.json) io.stdout(JSON.stringify(json));
         else if (values['dry-run'])
           io.stdout(
-            `${result.matched} matching dead letters would be moved (dry run: none moved).`,
+            `${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} would be moved (dry run: none moved).`,
           );
         else
           io.stdout(
-            `Moved ${result.moved} of ${result.matched} matching dead letters to the events queue; ${result.left} left.${io.interrupted() ? ' Interrupted: run the same command again to finish.' : ''}`,
+            `Moved ${result.moved} of ${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} to the events queue; ${result.left} left.${io.interrupted() ? ' Interrupted: run the same command again to finish.' : ''}`,
           );
         const wanted = Math.min(result.matched, filters.limit);
         return values['dry-run'] || result.moved >= wanted ? EXIT.ok : EXIT.failed;
@@ -446,6 +453,14 @@ function checkFilters(values: Values, io: CliIo, defaultLimit: number): DeadLett
   const limit =
     limitText === undefined ? defaultLimit : wholeNumber(limitText, '--limit', 1, 1_000_000);
   return { reason, entity, action, since, limit };
+}
+
+/** How long a read hides dead letters: MAUTIC_RELAY_HIDE_SECONDS, for tests and huge queues. */
+function hideSeconds(io: CliIo): number {
+  const text = io.env.MAUTIC_RELAY_HIDE_SECONDS;
+  return text === undefined
+    ? DEFAULT_HIDE_SECONDS
+    : wholeNumber(text, 'MAUTIC_RELAY_HIDE_SECONDS', 2, 43_200);
 }
 
 function wholeNumber(value: unknown, option: string, min: number, max: number): number {

@@ -34,10 +34,11 @@ export interface DeadLetterFilters {
 
 /** A message SQS itself moved (too many receives) carries no reason of the relay's. */
 const NO_REASON = 'too_many_receives';
-/** How long the scan keeps messages hidden: long enough to see each one once. */
-const HIDE_SECONDS = 300;
-/** The scan stops once this share of HIDE_SECONDS has passed, before anything reappears. */
-const SCAN_BUDGET_MS = HIDE_SECONDS * 1000 * 0.8;
+/**
+ * How long a read keeps dead letters hidden by default: long enough to see each one once in a
+ * scan, short enough that a read killed half-way gives them back soon.
+ */
+export const DEFAULT_HIDE_SECONDS = 60;
 
 interface Scanned {
   message: Message;
@@ -56,23 +57,26 @@ interface Scanned {
 async function scan(
   sqs: SQSClient,
   queueUrl: string,
-  now: () => number,
+  options: { now: () => number; hideSeconds: number },
   onBatch: (batch: Scanned[]) => Promise<Set<string>>,
   shouldStop: () => boolean = () => false,
 ): Promise<{ complete: boolean }> {
-  const estimate = await countMessages(sqs, queueUrl);
+  const { now, hideSeconds } = options;
+  const estimate = (await countMessages(sqs, queueUrl)).total;
   const maxReceives = Math.ceil(estimate / 10) * 3 + 20;
+  // Stops before the first messages it hid reappear, so none is seen twice.
+  const budgetMs = hideSeconds * 1000 * 0.8;
   const started = now();
   const hidden = new Map<string, string>();
   let complete = false;
   try {
     for (let receives = 0; receives < maxReceives; receives++) {
-      if (shouldStop() || now() - started > SCAN_BUDGET_MS) break;
+      if (shouldStop() || now() - started > budgetMs) break;
       const { Messages = [] } = await sqs.send(
         new ReceiveMessageCommand({
           QueueUrl: queueUrl,
           MaxNumberOfMessages: 10,
-          VisibilityTimeout: HIDE_SECONDS,
+          VisibilityTimeout: hideSeconds,
           // Long polling asks every SQS server: an empty answer means an empty queue.
           WaitTimeSeconds: 1,
           MessageAttributeNames: ['All'],
@@ -96,7 +100,7 @@ async function scan(
   return { complete };
 }
 
-/** Makes hidden messages visible again; one that cannot be comes back after HIDE_SECONDS. */
+/** Makes hidden messages visible again; one that cannot be comes back after the hide time. */
 async function reveal(sqs: SQSClient, queueUrl: string, receiptHandles: string[]): Promise<void> {
   for (let i = 0; i < receiptHandles.length; i += 10) {
     await sqs
@@ -114,7 +118,10 @@ async function reveal(sqs: SQSClient, queueUrl: string, receiptHandles: string[]
   }
 }
 
-async function countMessages(sqs: SQSClient, queueUrl: string): Promise<number> {
+async function countMessages(
+  sqs: SQSClient,
+  queueUrl: string,
+): Promise<{ total: number; hidden: number }> {
   const { Attributes = {} } = await sqs.send(
     new GetQueueAttributesCommand({
       QueueUrl: queueUrl,
@@ -125,11 +132,35 @@ async function countMessages(sqs: SQSClient, queueUrl: string): Promise<number> 
       ],
     }),
   );
-  return (
-    Number(Attributes.ApproximateNumberOfMessages ?? 0) +
-    Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0) +
-    Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0)
-  );
+  const hidden = Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0);
+  return {
+    total:
+      Number(Attributes.ApproximateNumberOfMessages ?? 0) +
+      hidden +
+      Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0),
+    hidden,
+  };
+}
+
+/**
+ * Nothing consumes the dead-letter queue but these commands: messages hidden in it are held by
+ * a read that was killed (or runs elsewhere). Waits, bounded by the hide time, until they are
+ * back; resolves how many are still hidden.
+ */
+async function waitForHidden(
+  sqs: SQSClient,
+  queueUrl: string,
+  options: { hideSeconds: number; now: () => number; sleep: (ms: number) => Promise<void> },
+  notice: (hidden: number) => void,
+): Promise<number> {
+  const deadline = options.now() + (options.hideSeconds + 5) * 1000;
+  let { hidden } = await countMessages(sqs, queueUrl);
+  if (hidden > 0) notice(hidden);
+  while (hidden > 0 && options.now() < deadline) {
+    await options.sleep(1000);
+    ({ hidden } = await countMessages(sqs, queueUrl));
+  }
+  return hidden;
 }
 
 /** A dead letter's facts, from the relay's attributes first, else from the queued event. */
@@ -195,10 +226,10 @@ export async function listDeadLetters(
   sqs: SQSClient,
   queueUrl: string,
   filters: DeadLetterFilters,
-  options: { showData: boolean; now: () => number },
+  options: { showData: boolean; now: () => number; hideSeconds: number },
 ): Promise<DeadLetterList> {
   const found: Scanned[] = [];
-  const { complete } = await scan(sqs, queueUrl, options.now, async (batch) => {
+  const { complete } = await scan(sqs, queueUrl, options, async (batch) => {
     found.push(...batch.filter((scanned) => matches(scanned, filters)));
     return new Set();
   });
@@ -233,41 +264,54 @@ export async function redriveDeadLetters(
   options: {
     rate: number;
     dryRun: boolean;
+    hideSeconds: number;
     now: () => number;
     sleep: (ms: number) => Promise<void>;
     shouldStop: () => boolean;
     progress: (state: { scanned: number; matched: number; moved: number; total: number }) => void;
+    /** Told how many dead letters an earlier, interrupted read still hides. */
+    waiting: (hidden: number) => void;
   },
 ): Promise<RedriveResult> {
-  const total = await countMessages(sqs, urls.deadLetterQueueUrl);
+  // Those hidden by a redrive that was killed must be back, or this one could not finish the job.
+  await waitForHidden(sqs, urls.deadLetterQueueUrl, options, options.waiting);
+  const total = (await countMessages(sqs, urls.deadLetterQueueUrl)).total;
   const state = { scanned: 0, matched: 0, moved: 0, total };
   const started = options.now();
-  const { complete } = await scan(
-    sqs,
-    urls.deadLetterQueueUrl,
-    options.now,
-    async (batch) => {
-      state.scanned += batch.length;
-      const matching = batch.filter((scanned) => matches(scanned, filters));
-      state.matched += matching.length;
-      const room = Math.max(0, filters.limit - state.moved);
-      const moving = options.dryRun ? [] : matching.slice(0, room);
-      const gone = new Set<string>();
-      if (moving.length > 0) {
-        // Paced from the start, so the average never passes the rate.
-        const due = started + ((state.moved + moving.length) / options.rate) * 1000;
-        const wait = due - options.now();
-        if (wait > 0) await options.sleep(wait);
-        for (const messageId of await move(sqs, urls, moving)) {
-          gone.add(messageId);
-          state.moved++;
+  // A scan ends before what it hid reappears; on a large queue another round finds the rest.
+  let complete = false;
+  for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
+    const movedBefore = state.moved;
+    state.scanned = 0;
+    state.matched = state.moved;
+    ({ complete } = await scan(
+      sqs,
+      urls.deadLetterQueueUrl,
+      options,
+      async (batch) => {
+        state.scanned += batch.length;
+        const matching = batch.filter((scanned) => matches(scanned, filters));
+        state.matched += matching.length;
+        const room = Math.max(0, filters.limit - state.moved);
+        const moving = options.dryRun ? [] : matching.slice(0, room);
+        const gone = new Set<string>();
+        if (moving.length > 0) {
+          // Paced from the start, so the average never passes the rate.
+          const due = started + ((state.moved + moving.length) / options.rate) * 1000;
+          const wait = due - options.now();
+          if (wait > 0) await options.sleep(wait);
+          for (const messageId of await move(sqs, urls, moving)) {
+            gone.add(messageId);
+            state.moved++;
+          }
         }
-      }
-      options.progress({ ...state });
-      return gone;
-    },
-    options.shouldStop,
-  );
+        options.progress({ ...state });
+        return gone;
+      },
+      options.shouldStop,
+    ));
+    if (state.moved === movedBefore) break;
+  }
   return {
     matched: state.matched,
     moved: state.moved,

@@ -250,7 +250,23 @@ async function start(
   await secrets.send(
     new CreateSecretCommand({
       Name: names.webhook,
-      SecretString: JSON.stringify({ webhookSecrets, apiKeys: config.INGEST_API_KEYS }),
+      // The `senders` format (functions/core/sender-credentials.ts), created now.
+      SecretString: JSON.stringify({
+        senders: [
+          ...webhookSecrets.map((secret, i) => ({
+            id: `webhook-secret-${i + 1}`,
+            kind: 'webhook_secret',
+            secret,
+            createdAt: new Date().toISOString(),
+          })),
+          ...config.INGEST_API_KEYS.map((secret, i) => ({
+            id: `api-key-${i + 1}`,
+            kind: 'api_key',
+            secret,
+            createdAt: new Date().toISOString(),
+          })),
+        ],
+      }),
     }),
   );
   const ingestConfig = loadIngestConfig({
