@@ -11,7 +11,7 @@ export interface SenderCredential {
 }
 
 /** The id of the secret the stack generates at deploy time (`generatedSecret`). */
-export const GENERATED_SENDER_ID = 'generated';
+const GENERATED_SENDER_ID = 'generated';
 
 /**
  * Reads the ingest's webhook secret JSON. Two formats, both read:

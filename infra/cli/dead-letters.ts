@@ -10,7 +10,7 @@ import {
 } from '@aws-sdk/client-sqs';
 
 /** One dead letter as the commands show it (contract §4); `data` only with `--show-data`. */
-export interface DeadLetterItem {
+interface DeadLetterItem {
   eventId: string | null;
   entity: string | null;
   action: string | null;

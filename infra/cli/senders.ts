@@ -13,7 +13,7 @@ import { UsageError } from './operator-commands.ts';
 import type { Target } from './target.ts';
 
 /** What `senders` shows of a credential: never its value. */
-export interface SenderInfo {
+interface SenderInfo {
   id: string;
   kind: SenderCredential['kind'];
   createdAt: string | null;

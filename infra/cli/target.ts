@@ -24,7 +24,7 @@ export interface Target {
 }
 
 /** The stack of environment NAME, as infra/aws/app.ts names it. */
-export const stackName = (environment: string) => `MauticRelay-${environment}`;
+const stackName = (environment: string) => `MauticRelay-${environment}`;
 
 /** The stack outputs the commands read (infra/aws/relay-stack.ts declares them). */
 export const OUTPUTS = {
