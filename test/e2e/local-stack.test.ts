@@ -1,115 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
-import {
-  DEFAULT_SIMULATOR_CLIENT,
-  type MauticSimulator,
-  type MauticSimulatorOptions,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
-import { freePort } from '../support/net.ts';
+import { contacts, post, startRelay, stop, stopRunning, until } from '../support/relay-process.ts';
 
-const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
-const KEY = parseWebhookSecret(SECRET);
-let running: { child: ChildProcess; sim: MauticSimulator } | undefined;
-let messageCount = 0;
-
-afterEach(async () => {
-  if (running) {
-    const { child, sim } = running;
-    running = undefined;
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      try {
-        process.kill(-(child.pid ?? 0), 'SIGKILL');
-        await exited;
-      } catch {
-        // The process group is already gone.
-      }
-    }
-    await sim.close();
-  }
-});
-
-/** Starts `npm start` as a user would, against its own Mautic simulator, and waits until it is ready. */
-async function startRelay(simOptions: MauticSimulatorOptions, env: Record<string, string> = {}) {
-  const sim = await startMauticSimulator(simOptions);
-  const port = await freePort();
-  const child = spawn('npm', ['start'], {
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      PORT: String(port),
-      MAUTIC_BASE_URL: sim.url,
-      MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
-      MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
-      WEBHOOK_SECRET: SECRET,
-      BATCH_WINDOW_SECONDS: '1',
-      ...env,
-    },
-  });
-  running = { child, sim };
-  const output: string[] = [];
-  child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
-  child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
-  const url = `http://127.0.0.1:${port}/events`;
-  await until(
-    () => output.some((line) => line.includes(url)),
-    30_000,
-    () => `not ready: ${output.join('\n')}`,
-  );
-  return { sim, child, output, url };
-}
-
-async function post(url: string, body: string, headers: Record<string, string> = {}) {
-  messageCount++;
-  const id = `msg_e2e${messageCount}`;
-  const timestamp = Math.floor(Date.now() / 1000);
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
-      ...headers,
-    },
-    body,
-  });
-  return {
-    status: response.status,
-    body: (await response.json()) as { accepted?: number; error?: { code: string } },
-  };
-}
-
-async function until(probe: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-async function stop(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  // Ctrl-C reaches the whole foreground process group: npm and the relay under it.
-  process.kill(-(child.pid ?? 0), 'SIGINT');
-  const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 15_000));
-  const result = await Promise.race([exited, timeout]);
-  if (result === 'timeout') throw new Error('the relay did not stop within 15 s');
-  return result;
-}
-
-const contacts = (count: number, prefix: string) =>
-  Array.from({ length: count }, (_, i) => ({
-    entity: 'contacts',
-    action: 'create',
-    data: { email: `${prefix}${i}@example.com`, firstname: `N${i}` },
-  }));
+afterEach(stopRunning);
 
 describe('npm start, end to end', () => {
   it('delivers 2,000 creates sent 50 per request in no more than twice the ideal number of Mautic calls, then edits and deletes', async () => {
@@ -202,7 +94,9 @@ describe('npm start, end to end', () => {
         REFRESH_INTERVAL_SECONDS: '1',
         VISIBILITY_TIMEOUT_SECONDS: '2',
         BATCH_TIMEOUT_SECONDS: '2',
-        MAX_RECEIVE_COUNT: '30',
+        RETRY_BASE_SECONDS: '1',
+        RETRY_MAX_DELAY_SECONDS: '2',
+        RETRY_HORIZON_SECONDS: '300',
         TOKEN_CACHE_SECONDS: '1',
         BATCH_SIZE: '50',
       },
