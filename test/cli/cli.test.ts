@@ -42,7 +42,7 @@ const OUTPUTS = {
   RefreshFunctionName: 'MauticRelay-dev-Refresh',
 };
 
-function run(argv: string[], env: Record<string, string> = {}) {
+function run(argv: string[], env: Record<string, string> = {}, extra: Partial<CliIo> = {}) {
   const out: string[] = [];
   let err = '';
   const io: CliIo = {
@@ -57,6 +57,7 @@ function run(argv: string[], env: Record<string, string> = {}) {
     interrupted: () => false,
     readStdin: async () => new Uint8Array(),
     readSecret: async () => '',
+    ...extra,
   };
   return runCli(argv, io).then((code) => ({ code, out: out.join('\n'), err }));
 }
@@ -546,6 +547,59 @@ describe('redrive --env', () => {
       .flatMap((c) => c.args[0].input.Entries ?? []);
     expect(sqs.commandCalls(DeleteMessageBatchCommand)[0]?.args[0].input.QueueUrl).toBe(DLQ);
     expect(deleted.map((e) => e.ReceiptHandle)).toEqual(letters.map((l) => l.ReceiptHandle));
+  });
+
+  it('on Ctrl-C stops after the batch in hand, says how to finish, and draws progress on a terminal', async () => {
+    dlq(25);
+    let sends = 0;
+    sqs.on(SendMessageBatchCommand).callsFake((input) => {
+      sends++;
+      return { Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })) };
+    });
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const { code, out, err } = await run(
+      ['redrive', '--env', 'dev'],
+      {},
+      {
+        progressBar: true,
+        interrupted: () => sends >= 1,
+      },
+    );
+    expect(sends).toBe(1);
+    expect(out).toContain('Moved 10 of 10 matching dead letters to the events queue; 0 left.');
+    expect(out).toContain('Interrupted: run the same command again to finish.');
+    expect(err).toContain('\r[########............] read 10/25, moved 10 of 10 matching');
+    expect(code).toBe(EXIT.ok);
+    // It read no further than the batch it moved, so it holds nothing back.
+    expect(sqs.commandCalls(ChangeMessageVisibilityBatchCommand)).toHaveLength(0);
+  });
+
+  it('waits for dead letters an interrupted read still hides before it starts', async () => {
+    deployed();
+    let hidden = 3;
+    sqs.on(GetQueueAttributesCommand).callsFake(() => ({
+      Attributes: {
+        ApproximateNumberOfMessages: String(3 - hidden),
+        ApproximateNumberOfMessagesNotVisible: String(hidden),
+        ApproximateNumberOfMessagesDelayed: '0',
+      },
+    }));
+    sqs.on(ReceiveMessageCommand).resolves({ Messages: [] });
+    const sleeps: number[] = [];
+    const { err } = await run(
+      ['redrive', '--env', 'dev', '--json'],
+      {},
+      {
+        sleep: async (ms) => {
+          sleeps.push(ms);
+          hidden = Math.max(0, hidden - 1);
+        },
+      },
+    );
+    expect(err).toContain('3 dead letters are hidden by an earlier read that did not finish');
+    expect(sleeps).toEqual([1000, 1000, 1000]);
   });
 
   it('keeps what it could not send, says how many are left and exits 1', async () => {
