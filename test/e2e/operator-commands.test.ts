@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -345,6 +345,18 @@ describe('operator commands against npm start', () => {
       5_000,
       () => 'key not accepted',
     );
+    // send --local finds the ingest URL the same way.
+    const file = join(env.MAUTIC_RELAY_DIR, 'event.json');
+    writeFileSync(
+      file,
+      JSON.stringify({ entity: 'contacts', action: 'create', data: { email: 's@example.com' } }),
+    );
+    const sent = await cli(['send', '--local', file], {
+      ...env,
+      INGEST_API_KEY: added.added.secret,
+    });
+    expect(sent.code).toBe(0);
+    expect(sent.out).toContain('202 Accepted');
     await json(['senders', 'remove', added.added.id, '--local'], env);
     await until(
       async () => (await withKey()) === 401,
