@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -22,12 +22,13 @@ import {
 } from '../../functions/shared/config.ts';
 import { localEndpointsPath, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startHttpFront } from './http-front.ts';
+import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
   startMauticSimulator,
-} from './mautic-simulator.ts';
+} from './mautic-simulator/server.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
 
@@ -363,22 +364,4 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
 /** "1 event was", "2 events were". */
 function events(count: number): string {
   return count === 1 ? '1 event was' : `${count} events were`;
-}
-
-function lambdaContext(functionName: string, timeoutMs: number) {
-  const started = Date.now();
-  return {
-    functionName,
-    functionVersion: '$LATEST',
-    invokedFunctionArn: `arn:aws:lambda:us-east-1:000000000000:function:${functionName}`,
-    memoryLimitInMB: '512',
-    awsRequestId: randomUUID(),
-    logGroupName: `/aws/lambda/${functionName}`,
-    logStreamName: 'local',
-    callbackWaitsForEmptyEventLoop: false,
-    getRemainingTimeInMillis: () => timeoutMs - (Date.now() - started),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
 }

@@ -10,7 +10,7 @@ import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
+} from '../../infra/local/mautic-simulator/server.ts';
 import { freePort } from '../support/net.ts';
 
 /**

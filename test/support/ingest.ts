@@ -1,9 +1,5 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import type {
-  APIGatewayProxyEventV2,
-  APIGatewayProxyStructuredResultV2,
-  Context,
-} from 'aws-lambda';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
 import type { EventQueue, OutgoingMessage } from '../../functions/core/ports.ts';
 import {
@@ -13,6 +9,7 @@ import {
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 
 /** The ingest's default limits. */
 export const INGEST_LIMITS: IngestLimits = {
@@ -84,12 +81,6 @@ export function signedHeaders(
   };
 }
 
-const lambdaContext = {
-  awsRequestId: 'request-42',
-  functionName: 'ingest',
-  getRemainingTimeInMillis: () => 10_000,
-} as unknown as Context;
-
 /** Characters SQS refuses in a message body (it allows #x9, #xA, #xD, #x20–#xD7FF, #xE000–#xFFFD, #x10000–#x10FFFF). */
 const NOT_SQS_TEXT = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
 
@@ -140,7 +131,8 @@ export function ingestHandler(
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
-    const result = (await handler(event, lambdaContext)) as APIGatewayProxyStructuredResultV2;
+    const context = lambdaContext('ingest', 10_000, { awsRequestId: 'request-42' });
+    const result = (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
     return { status: result.statusCode ?? 0, body: JSON.parse(String(result.body)) as IngestBody };
   };
 }
