@@ -384,7 +384,7 @@ export class RelayStack extends Stack {
       },
     );
 
-    new cloudwatch.Dashboard(this, 'Dashboard', {
+    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `MauticRelay-${settings.name}`,
       widgets: [
         [
@@ -424,8 +424,9 @@ export class RelayStack extends Stack {
     new CfnOutput(this, 'ClientSecretName', { value: names.client });
     new CfnOutput(this, 'TokenSecretName', { value: names.token });
     new CfnOutput(this, 'WebhookSecretName', { value: names.webhook });
-    // For `npx mautic-relay refresh --env`, which invokes the refresher as the batch function does.
+    // Read by the operator commands (infra/cli/target.ts; refresh --env invokes the refresher) to find this environment.
     new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
+    new CfnOutput(this, 'DashboardName', { value: dashboard.dashboardName });
   }
 }
 

@@ -2,8 +2,8 @@ import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/clien
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { z } from 'zod';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { readEndpoints } from '../local/endpoints-file.ts';
-import { UsageError } from './operator-commands.ts';
+import { SetupError } from './errors.ts';
+import { endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
 
 /** The refresher's answer, as much of it as the command reports (never a token). */
 const outcomeSchema = z.object({
@@ -33,13 +33,13 @@ export async function refreshEnvironment(
     );
     outputs = Stacks?.[0]?.Outputs ?? [];
   } catch (error) {
-    throw new UsageError(
-      `Cannot read the stack ${stackName} (${describe(error)}): check --env and the AWS environment (AWS_REGION, AWS_PROFILE)`,
+    throw new SetupError(
+      `Cannot read the stack ${stackName} (${describe(error)}): check --env and the AWS environment (AWS_REGION or AWS_PROFILE, and credentials)`,
     );
   }
   const functionName = outputs.find((o) => o.OutputKey === REFRESH_FUNCTION_OUTPUT)?.OutputValue;
   if (!functionName) {
-    throw new UsageError(
+    throw new SetupError(
       `The stack ${stackName} has no ${REFRESH_FUNCTION_OUTPUT} output: deploy this version of the relay (npx cdk deploy ${stackName})`,
     );
   }
@@ -51,7 +51,7 @@ export async function refreshEnvironment(
     }),
   );
   if (answer.FunctionError) {
-    throw new UsageError(
+    throw new Error(
       `The refresher failed (${answer.FunctionError}): see the log group /aws/lambda/${functionName}`,
     );
   }
@@ -60,19 +60,22 @@ export async function refreshEnvironment(
 
 /** `refresh --local`: asks the running `npm start` through its control endpoint. */
 export async function refreshLocal(dir: string, fetch: FetchLike): Promise<RefreshResult> {
-  const found = await readEndpoints(dir);
-  if ('missing' in found) throw new UsageError(found.missing);
+  const endpoints = readLocalEndpoints(endpointsPathIn(dir));
+  if (endpoints?.controlUrl === undefined) {
+    throw new SetupError(
+      `No local stack is running here (no ${endpointsPathIn(dir)} of a running "npm start"): start one with "npm start", or set MAUTIC_RELAY_DIR to its directory.`,
+    );
+  }
   let response: Response;
   try {
-    response = await fetch(`${found.endpoints.controlUrl}/refresh`, { method: 'POST' });
+    response = await fetch(`${endpoints.controlUrl}/refresh`, { method: 'POST' });
   } catch {
-    throw new UsageError(
-      `The local stack does not answer at ${found.endpoints.controlUrl}: is "npm start" still running?`,
+    throw new SetupError(
+      `The local stack does not answer at ${endpoints.controlUrl}: is "npm start" still running?`,
     );
   }
   const text = await response.text();
-  if (!response.ok)
-    throw new UsageError('The local refresher failed: see the output of "npm start"');
+  if (!response.ok) throw new Error('The local refresher failed: see the output of "npm start"');
   return parseOutcome(text);
 }
 
@@ -111,7 +114,7 @@ function parseOutcome(text: string): RefreshResult {
     body = undefined;
   }
   const parsed = outcomeSchema.safeParse(body);
-  if (!parsed.success) throw new UsageError('The refresher answered something unexpected');
+  if (!parsed.success) throw new Error('The refresher answered something unexpected');
   return parsed.data;
 }
 

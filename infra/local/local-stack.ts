@@ -20,8 +20,8 @@ import {
   retryPolicy,
   secretNames,
 } from '../../functions/shared/config.ts';
+import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startControlServer } from './control.ts';
-import { writeEndpoints } from './endpoints-file.ts';
 import { startHttpFront } from './http-front.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
@@ -195,8 +195,8 @@ async function start(
     const left = await queueCounts(sqs, queues.queueUrl);
     const dead = await queueCounts(sqs, queues.deadLetterQueueUrl);
     if (left > 0)
-      print(`${left} events were still queued; the local queues live in memory, so they are gone.`);
-    if (dead > 0) print(`${dead} events were in the dead-letter queue.`);
+      print(`${events(left)} still queued; the local queues live in memory, so they are gone.`);
+    if (dead > 0) print(`${events(dead)} in the dead-letter queue.`);
   });
   const queues = await createQueuePair(sqs, {
     name: 'mautic-relay-events',
@@ -273,39 +273,54 @@ async function start(
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
+  // --- operator commands (issue 14): the sender credentials live in the Secrets Manager
+  // stand-in and the ingest reads them as in the cloud (WEBHOOK_SECRET_ID, a 1 s cache), so
+  // `npx mautic-relay senders … --local` changes them while the stack runs.
+  await secrets.send(
+    new CreateSecretCommand({
+      Name: names.webhook,
+      // The `senders` format (functions/core/sender-credentials.ts), created now.
+      SecretString: JSON.stringify({
+        senders: [
+          ...webhookSecrets.map((secret, i) => ({
+            id: `webhook-secret-${i + 1}`,
+            kind: 'webhook_secret',
+            secret,
+            createdAt: new Date().toISOString(),
+          })),
+          ...config.INGEST_API_KEYS.map((secret, i) => ({
+            id: `api-key-${i + 1}`,
+            kind: 'api_key',
+            secret,
+            createdAt: new Date().toISOString(),
+          })),
+        ],
+      }),
+    }),
+  );
   const ingestConfig = loadIngestConfig({
     [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
-    [ENV.WEBHOOK_SECRET]: webhookSecrets.join(','),
-    [ENV.INGEST_API_KEYS]: config.INGEST_API_KEYS.join(','),
+    [ENV.WEBHOOK_SECRET_ID]: names.webhook,
+    [ENV.CREDENTIALS_CACHE_SECONDS]: '1',
   });
-  const ingest = await buildIngestHandler(ingestConfig, { sqs, logger });
+  const ingest = await buildIngestHandler(ingestConfig, { sqs, secrets, logger });
+  // --- end operator commands
   const front = await startHttpFront({
-    handler: ingest,
+    handler: async (event, context) => {
+      const answer = await ingest(event, context);
+      logger.refusedRequest(answer, event.requestContext.requestId);
+      return answer;
+    },
     port: config.PORT,
     maxBodyBytes: ingestConfig.maxBodyBytes,
   });
   stops.push(() => front.close());
   const ingestUrl = `${front.url}/events`;
 
-  // For the operator commands' --local (issue 12 and later): a control endpoint and the file
+  // For the operator commands' --local: a control endpoint (refresh now), and below, the file
   // that says where everything is.
   const control = await startControlServer({ refresher, logger });
   stops.push(() => control.close());
-  if (options.endpointsDir !== undefined) {
-    const remove = await writeEndpoints(options.endpointsDir, {
-      ingestUrl,
-      sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
-      queueUrl: queues.queueUrl,
-      deadLetterQueueUrl: queues.deadLetterQueueUrl,
-      secretsEndpoint: secretsFake.endpoint,
-      tokenSecretId: ids.tokenSecretId,
-      clientSecretId: ids.clientSecretId,
-      controlUrl: control.url,
-      pid: process.pid,
-      startedAt: new Date().toISOString(),
-    });
-    stops.push(remove);
-  }
 
   print(`Mautic batch relay, local stack`);
   print(
@@ -329,6 +344,25 @@ async function start(
   print(
     `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret ? `WEBHOOK_SECRET=${webhookSecrets[0]} ` : ''}npx mautic-relay send --url ${ingestUrl}`,
   );
+  // Where `npx mautic-relay … --local` finds this stack.
+  if (options.endpointsDir !== undefined) {
+    const removeEndpoints = writeLocalEndpoints(endpointsPathIn(options.endpointsDir), {
+      ingestUrl,
+      sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
+      queueUrl: queues.queueUrl,
+      deadLetterQueueUrl: queues.deadLetterQueueUrl,
+      secretsEndpoint: secretsFake.endpoint,
+      tokenSecretId: ids.tokenSecretId,
+      clientSecretId: ids.clientSecretId,
+      webhookSecretId: names.webhook,
+      controlUrl: control.url,
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    });
+    // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
+    stops.push(async () => removeEndpoints());
+  }
+  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
   print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
 
   let stopping: Promise<void> | undefined;
@@ -352,4 +386,9 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
     Number(Attributes.ApproximateNumberOfMessages ?? 0) +
     Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0)
   );
+}
+
+/** "1 event was", "2 events were". */
+function events(count: number): string {
+  return count === 1 ? '1 event was' : `${count} events were`;
 }

@@ -2,7 +2,7 @@
  * `npm start`: the whole relay on this machine (docs/contract.md §3). Configuration comes from the
  * environment, every variable optional; Ctrl-C stops after the batches in hand.
  */
-import { endpointsDir } from './endpoints-file.ts';
+import { endpointsDir } from '../cli/local-endpoints.ts';
 import { loadLocalConfig, startLocalStack } from './local-stack.ts';
 
 const print = (line: string) => process.stdout.write(`${line}\n`);

@@ -9,13 +9,9 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
-import { UsageError } from '../../infra/cli/operator-commands.ts';
+import { SetupError } from '../../infra/cli/errors.ts';
+import { endpointsPathIn, readLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
 import { printRefresh, refreshEnvironment } from '../../infra/cli/refresh.ts';
-import {
-  ENDPOINTS_FILE,
-  type LocalEndpoints,
-  readEndpoints,
-} from '../../infra/local/endpoints-file.ts';
 import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
 
 const run = promisify(execFile);
@@ -103,7 +99,7 @@ describe('refresh --env', () => {
       });
 
     const missing = refreshEnvironment('qa', clients());
-    await expect(missing).rejects.toBeInstanceOf(UsageError);
+    await expect(missing).rejects.toBeInstanceOf(SetupError);
     await expect(missing).rejects.toThrow(/Cannot read the stack MauticRelay-qa .*check --env/);
     await expect(refreshEnvironment('dev', clients())).rejects.toThrow(
       'The stack MauticRelay-dev has no RefreshFunctionName output: deploy this version of the relay',
@@ -171,7 +167,7 @@ describe('refresh --local', () => {
       { endpointsDir: dir },
     );
     try {
-      expect(existsSync(join(dir, ENDPOINTS_FILE))).toBe(true);
+      expect(existsSync(endpointsPathIn(dir))).toBe(true);
       const json = await cli('--local', '--json');
       const human = await cli('--local');
 
@@ -181,7 +177,8 @@ describe('refresh --local', () => {
       );
       expect(printed.filter((l) => l.includes('Mautic tokens refreshed'))).toHaveLength(3);
       // The token itself appears nowhere: not in the answers, not in the stack's output.
-      const { endpoints } = (await readEndpoints(dir)) as { endpoints: LocalEndpoints };
+      const endpoints = readLocalEndpoints(endpointsPathIn(dir));
+      if (!endpoints) throw new Error('no endpoints file');
       const secrets = new SecretsManagerClient({
         endpoint: endpoints.secretsEndpoint,
         region: 'us-east-1',
@@ -200,13 +197,14 @@ describe('refresh --local', () => {
     }
 
     const none = await cli('--local');
-    expect(existsSync(join(dir, ENDPOINTS_FILE))).toBe(false);
-    expect(none).toMatchObject({ code: 1 });
+    expect(existsSync(endpointsPathIn(dir))).toBe(false);
+    // Exit 3: what the command needs cannot be reached (the CLI's exit codes).
+    expect(none).toMatchObject({ code: 3 });
     expect(none.stderr).toContain('No local stack is running here');
     expect(none.stderr).toContain('npm start');
     const both = await cli('--local', '--env', 'dev');
-    expect(both).toMatchObject({ code: 1 });
-    expect(both.stderr).toContain('refresh needs either --env NAME or --local');
+    expect(both).toMatchObject({ code: 2 });
+    expect(both.stderr).toContain('Give --env NAME or --local, not both');
     await rm(dir, { recursive: true, force: true });
   }, 60_000);
 });

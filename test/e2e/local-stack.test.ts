@@ -22,7 +22,9 @@ describe('npm start, end to end', () => {
     expect(creates.length).toBeLessThanOrEqual(2 * Math.ceil(2000 / 200));
     expect(creates.every((r) => r.status === 201)).toBe(true);
     expect(
-      output.some((line) => /^delivered contacts create: \d+ items, 201×\d+, \d+ ms$/.test(line)),
+      output.some((line) =>
+        /^delivered contacts create: \d+ items, 201×\d+, ids [\d -]+( …)?, \d+ ms$/.test(line),
+      ),
     ).toBe(true);
 
     const [first, second, third] = sim.records('contacts');

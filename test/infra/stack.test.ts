@@ -8,6 +8,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { OUTPUTS } from '../../infra/cli/target.ts';
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -353,6 +354,7 @@ describe('the relay stack', () => {
     expect(Object.keys(prod.findOutputs('*')).sort()).toEqual(
       [
         'ClientSecretName',
+        'DashboardName',
         'DeadLetterQueueUrl',
         'EventsQueueUrl',
         'IngestUrl',
@@ -361,6 +363,11 @@ describe('the relay stack', () => {
         'WebhookSecretName',
       ].sort(),
     );
+    // The operator commands find an environment by these output keys.
+    for (const key of Object.values(OUTPUTS)) expect(prod.findOutputs(key)).not.toEqual({});
+    expect(prod.findOutputs('DashboardName').DashboardName?.Value).toEqual({
+      Ref: Object.keys(prod.findResources('AWS::CloudWatch::Dashboard'))[0],
+    });
     prod.hasResource('AWS::CloudWatch::Dashboard', {});
   });
 });
