@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDbRequestLedger } from '../adapters/dynamodb-request-ledger.ts';
 import { SecretsManagerIngestCredentials } from '../adapters/secrets-manager-ingest-credentials.ts';
 import { SqsEventQueue } from '../adapters/sqs-event-queue.ts';
 import { parseCredentials } from '../core/webhook-auth.ts';
@@ -33,6 +35,18 @@ export const handler = createIngestHandler({
   queue: new SqsEventQueue(new SQSClient({}), config.eventsQueueUrl),
   clock,
   newId: randomUUID,
-  limits: { maxBodyBytes: config.maxBodyBytes, maxEvents: config.maxEvents },
+  limits: {
+    maxBodyBytes: config.maxBodyBytes,
+    maxEvents: config.maxEvents,
+    entities: new Set(config.entities),
+  },
+  // De-duplication (contract §1, Idempotency); the stack always sets the table.
+  ledger:
+    config.dedupWindowSeconds > 0 && config.dedupTableName !== undefined
+      ? new DynamoDbRequestLedger(new DynamoDBClient({}), config.dedupTableName, {
+          windowSeconds: config.dedupWindowSeconds,
+          logger,
+        })
+      : undefined,
   logger,
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ENTITY_PATTERN } from '../core/events.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
 export const ENV = {
@@ -21,7 +22,48 @@ export const ENV = {
   CLIENT_SECRET_ID: 'CLIENT_SECRET_ID',
   REFRESH_AHEAD_SECONDS: 'REFRESH_AHEAD_SECONDS',
   REFRESH_TOKEN_LIFETIME_SECONDS: 'REFRESH_TOKEN_LIFETIME_SECONDS',
+  ENTITIES: 'ENTITIES',
+  DEDUP_WINDOW_SECONDS: 'DEDUP_WINDOW_SECONDS',
+  DEDUP_TABLE_NAME: 'DEDUP_TABLE_NAME',
 } as const;
+
+/**
+ * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
+ * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and
+ * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
+ * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
+ */
+export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
+  'contacts',
+  'companies',
+  'segments',
+  'notes',
+  'devices',
+  'tags',
+  'assets',
+  'campaigns',
+  'categories',
+  'messages',
+  'dynamiccontents',
+  'emails',
+  'forms',
+  'notifications',
+  'pages',
+  'points',
+  'reports',
+  'smses',
+  'stages',
+  'users',
+  'roles',
+  'hooks',
+  'focus',
+  'tweets',
+]);
+
+/** How long a request id is remembered by default (contract §1, Idempotency): a day. */
+export const DEFAULT_DEDUP_WINDOW_SECONDS = 86_400;
+/** The longest window accepted: 30 days. */
+export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
 
 /** A configuration that cannot work; the message names every bad variable. */
 export class ConfigError extends Error {
@@ -110,6 +152,16 @@ export const commaList = z
       .filter((item) => item !== ''),
   );
 
+/** `ENTITIES`: comma-separated entity names, each a Mautic API path name; unset: the default. */
+export const entityList = commaList
+  .pipe(
+    z.array(z.string().regex(ENTITY_PATTERN, 'must list Mautic API path names such as "contacts"')),
+  )
+  .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
+
+/** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
+export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULT_DEDUP_WINDOW_SECONDS);
+
 const ingestSchema = z
   .object({
     [ENV.EVENTS_QUEUE_URL]: required,
@@ -119,6 +171,13 @@ const ingestSchema = z
     [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, 1024 * 1024),
     [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, 500),
     [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, 300),
+    [ENV.ENTITIES]: entityList,
+    [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
+    [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+  })
+  .refine((env) => env.DEDUP_WINDOW_SECONDS === 0 || env.DEDUP_TABLE_NAME !== undefined, {
+    path: [ENV.DEDUP_TABLE_NAME],
+    message: 'is required unless DEDUP_WINDOW_SECONDS is 0',
   })
   .refine(
     (env) =>
@@ -138,6 +197,10 @@ export interface IngestConfig {
   maxBodyBytes: number;
   maxEvents: number;
   credentialsCacheSeconds: number;
+  entities: string[];
+  /** 0: de-duplication is off. */
+  dedupWindowSeconds: number;
+  dedupTableName: string | undefined;
 }
 
 /** Reads and checks the ingest function's environment once, at cold start. */
@@ -153,6 +216,9 @@ export function loadIngestConfig(
     maxBodyBytes: values.MAX_BODY_BYTES,
     maxEvents: values.MAX_EVENTS_PER_REQUEST,
     credentialsCacheSeconds: values.CREDENTIALS_CACHE_SECONDS,
+    entities: values.ENTITIES,
+    dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
+    dedupTableName: values.DEDUP_TABLE_NAME,
   });
 }
 

@@ -16,7 +16,15 @@ import type { ClientSecret } from '../../functions/core/token-secret.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
-import { ConfigError, commaList, integer, secretNames } from '../../functions/shared/config.ts';
+import {
+  ConfigError,
+  commaList,
+  dedupWindow,
+  entityList,
+  integer,
+  secretNames,
+} from '../../functions/shared/config.ts';
+import { startDedupStore } from './dynamodb-local.ts';
 import { startHttpFront } from './http-front.ts';
 import { LineLogger } from './line-logger.ts';
 import {
@@ -48,6 +56,8 @@ const localSchema = z
     REFRESH_INTERVAL_SECONDS: integer(1, 86_400, 300),
     TOKEN_CACHE_SECONDS: integer(0, 3600, 30),
     LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
+    ENTITIES: entityList,
+    DEDUP_WINDOW_SECONDS: dedupWindow,
   })
   .superRefine((env, ctx) => {
     if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
@@ -243,12 +253,17 @@ async function start(
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
   const credentials = parseCredentials({ webhookSecrets, apiKeys: config.INGEST_API_KEYS });
+  // --- de-duplication store (issue 13): dynalite, living as long as the local stack ---
+  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS, logger);
+  stops.push(() => dedup.close());
+  // --- end de-duplication store ---
   const ingest = createIngestHandler({
     credentials: async () => credentials,
     queue: new SqsEventQueue(sqs, queues.queueUrl),
     clock,
     newId: randomUUID,
-    limits: { maxBodyBytes: 1024 * 1024, maxEvents: 500 },
+    limits: { maxBodyBytes: 1024 * 1024, maxEvents: 500, entities: new Set(config.ENTITIES) },
+    ledger: dedup.ledger,
     logger,
   });
   const front = await startHttpFront({
@@ -269,6 +284,7 @@ async function start(
   print(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
+  print(`  de-duplication: ${dedup.description}`);
   if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
   print('Send a signed sample event:');
   print(
