@@ -21,19 +21,21 @@ export class SqsEventQueue implements EventQueue {
   }
 
   async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
+    const last: FailureReason = {};
     for (const group of groupsOf(messages, (message) => Buffer.byteLength(message.body))) {
       let pending = group.map((message, index): [string, OutgoingMessage] => [
         String(index),
         message,
       ]);
       for (let attempt = 0; pending.length > 0; attempt++) {
-        const failed = await this.#send(pending);
+        const failed = await this.#send(pending, last);
         pending = pending.filter(([id]) => failed.has(id));
         if (pending.length === 0) break;
         const wait = BACKOFF_MS[attempt];
         if (wait === undefined) {
           throw new QueueUnavailableError(
             `${pending.length} of ${messages.length} events could not be queued`,
+            last,
           );
         }
         await sleep(wait);
@@ -41,7 +43,11 @@ export class SqsEventQueue implements EventQueue {
     }
   }
 
-  async #send(entries: Array<[string, OutgoingMessage]>): Promise<Set<string>> {
+  /** Sends the entries; resolves the ids that failed and notes in `last` what SQS last said. */
+  async #send(
+    entries: Array<[string, OutgoingMessage]>,
+    last: FailureReason,
+  ): Promise<Set<string>> {
     try {
       const answer = await this.#client.send(
         new SendMessageBatchCommand({
@@ -54,12 +60,36 @@ export class SqsEventQueue implements EventQueue {
       if (refused) {
         throw new QueueUnavailableError(
           `SQS refused a message (${refused.Code ?? 'unknown code'})`,
+          { error: 'SenderFault', code: refused.Code },
         );
+      }
+      const failed = answer.Failed?.[0];
+      if (failed) {
+        last.error = 'BatchEntryFailed';
+        last.code = failed.Code;
       }
       return new Set(notListed(entries, answer.Successful));
     } catch (error) {
       if (error instanceof QueueUnavailableError) throw error;
+      last.error = error instanceof Error ? error.name : typeof error;
+      last.code = errorCode(error);
       return new Set(entries.map(([id]) => id));
     }
   }
+}
+
+/** What SQS last said about a failed send: an error name and a code, never a message body. */
+interface FailureReason {
+  error?: string | undefined;
+  code?: string | undefined;
+}
+
+/** The SDK's error code (`Code`, else the error's name for service errors) or a network code. */
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const fields = error as { Code?: unknown; code?: unknown; $metadata?: unknown; name?: unknown };
+  if (typeof fields.Code === 'string') return fields.Code;
+  if (typeof fields.code === 'string') return fields.code;
+  if (fields.$metadata !== undefined && typeof fields.name === 'string') return fields.name;
+  return undefined;
 }

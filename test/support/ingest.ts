@@ -11,6 +11,8 @@ import {
   type OutgoingMessage,
   QueueUnavailableError,
 } from '../../functions/core/ingest.ts';
+import type { Clock } from '../../functions/core/mautic-http.ts';
+import type { RequestLedger } from '../../functions/core/request-ledger.ts';
 import {
   parseCredentials,
   parseWebhookSecret,
@@ -120,16 +122,27 @@ export interface IngestBody {
 /** The real ingest handler over `queue`, with one webhook secret and one API key. */
 export function ingestHandler(
   queue: EventQueue,
-  options: { logger?: Logger; secrets?: string[]; limits?: IngestLimits } = {},
+  options: {
+    logger?: Logger;
+    secrets?: string[];
+    apiKeys?: string[];
+    limits?: IngestLimits;
+    ledger?: RequestLedger;
+    clock?: Clock;
+    context?: Context;
+    /** Collects each answer's body as sent, for byte-for-byte comparisons. */
+    rawBodies?: string[];
+  } = {},
 ) {
   const credentials = parseCredentials({
     webhookSecrets: options.secrets ?? [WEBHOOK_SECRET],
-    apiKeys: [API_KEY],
+    apiKeys: options.apiKeys ?? [API_KEY],
   });
   const handler = createIngestHandler({
     credentials: async () => credentials,
     queue,
-    clock: { now: () => NOW },
+    ledger: options.ledger,
+    clock: options.clock ?? { now: () => NOW },
     newId: (() => {
       let n = 0;
       return () => `generated-${++n}`;
@@ -138,7 +151,11 @@ export function ingestHandler(
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
-    const result = (await handler(event, lambdaContext)) as APIGatewayProxyStructuredResultV2;
+    const result = (await handler(
+      event,
+      options.context ?? lambdaContext,
+    )) as APIGatewayProxyStructuredResultV2;
+    options.rawBodies?.push(String(result.body));
     return { status: result.statusCode ?? 0, body: JSON.parse(String(result.body)) as IngestBody };
   };
 }
