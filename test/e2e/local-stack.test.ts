@@ -235,6 +235,65 @@ describe('npm start, end to end', () => {
     expect(tokensUsed.size).toBeGreaterThan(1);
   }, 150_000);
 
+  it('creates one company when a signed companies create is sent twice (contract §1, Idempotency), two with de-duplication off', async () => {
+    const send = async (url: string, id: string, body: string) => {
+      const timestamp = Math.floor(Date.now() / 1000);
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'webhook-id': id,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
+        },
+        body,
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    const company = JSON.stringify({
+      entity: 'companies',
+      action: 'create',
+      data: { companyname: 'Acme Twice' },
+    });
+
+    const on = await startRelay({});
+    expect(on.output.some((line) => line.includes('de-duplication: dynalite at'))).toBe(true);
+    const first = await send(on.url, 'msg_company_1', company);
+    // The sender's retry after a timeout: signed again, a second later.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const retry = await send(on.url, 'msg_company_1', company);
+    const reused = await send(on.url, 'msg_company_1', company.replace('Twice', 'Other'));
+    expect(first).toEqual({ status: 202, text: '{"accepted":1,"eventIds":["msg_company_1:0"]}' });
+    expect(retry).toEqual(first);
+    expect(reused.status).toBe(422);
+    await until(
+      () => on.sim.records('companies').length === 1,
+      20_000,
+      () => 'company not delivered',
+    );
+    // Two more batching windows: a second delivery would have shown by now.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(on.sim.records('companies')).toHaveLength(1);
+    await stop(on.child);
+    await until(
+      () => on.output.includes('Stopped.'),
+      15_000,
+      () => on.output.join('\n'),
+    );
+    await on.sim.close();
+    running = undefined;
+
+    const off = await startRelay({}, { DEDUP_WINDOW_SECONDS: '0' });
+    expect(off.output.some((line) => line.includes('de-duplication: off'))).toBe(true);
+    expect((await send(off.url, 'msg_company_2', company)).status).toBe(202);
+    expect((await send(off.url, 'msg_company_2', company)).status).toBe(202);
+    await until(
+      () => off.sim.records('companies').length === 2,
+      20_000,
+      () => `${off.sim.records('companies').length} companies delivered`,
+    );
+  }, 90_000);
+
   it('finishes the batch in hand when npm is told to stop (SIGTERM to npm alone)', async () => {
     const { sim, url, output, child } = await startRelay({
       faults: { seed: 1, latencyMs: { min: 2_000, max: 2_000 } },

@@ -278,8 +278,10 @@ describe('the relay stack', () => {
       DeletionPolicy: 'Retain',
       UpdateReplacePolicy: 'Retain',
     });
-    const custom = synth('dev', { entities: ['contacts', 'companies'], dedupWindowSeconds: 0 })
-      .template;
+    const custom = synth('dev', {
+      entities: ['contacts', 'companies'],
+      dedupWindowSeconds: 0,
+    }).template;
     const variables = Object.values(custom.findResources('AWS::Lambda::Function')).find(
       (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
     )?.Properties.Environment.Variables;
