@@ -9,5 +9,12 @@ export default defineConfig({
     hookTimeout: 20_000,
     // Tests start real servers on 127.0.0.1 only; a test that leaks one would hang the run.
     teardownTimeout: 5_000,
+    coverage: {
+      provider: 'v8',
+      // The product's functions; the local stack and the CDK app are checked by their own tests.
+      include: ['functions/**/*.ts'],
+      reporter: ['text-summary'],
+      thresholds: { lines: 90 },
+    },
   },
 });

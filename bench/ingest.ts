@@ -365,42 +365,43 @@ interface BenchServer {
 async function startRelay(secret: string): Promise<BenchServer> {
   const [
     { Logger },
-    { SqsEventQueue },
-    { DEFAULT_INGEST_LIMITS },
-    { createIngestHandler },
+    { ENV, loadIngestConfig },
+    { buildIngestHandler },
     { startHttpFront },
     { createQueuePair },
     { queueCounts, startLocalSqs },
     { startDedupStore },
   ] = await Promise.all([
     import('@aws-lambda-powertools/logger'),
-    import('../functions/adapters/sqs-event-queue.ts'),
-    import('../functions/core/ingest.ts'),
-    import('../functions/ingest/handler.ts'),
+    import('../functions/shared/config.ts'),
+    import('../functions/ingest/compose.ts'),
     import('../infra/local/http-front.ts'),
     import('../infra/local/sqs-event-source.ts'),
     import('../test/support/local-sqs.ts'),
     import('../infra/local/dynamodb-local.ts'),
   ]);
   const local = await startLocalSqs();
-  const silent = new Logger({ logLevel: 'SILENT' });
-  const dedup = await startDedupStore(dedupWindowSeconds(), silent);
+  const dedup = await startDedupStore(dedupWindowSeconds());
   try {
     const { queueUrl } = await createQueuePair(local.sqs, {
       name: `bench-events-${randomUUID().slice(0, 8)}`,
       maxReceiveCount: 5,
       visibilityTimeoutSeconds: 30,
     });
-    const credentials = parseCredentials({ webhookSecrets: [secret], apiKeys: [] });
-    const handler = createIngestHandler({
-      credentials: async () => credentials,
-      queue: new SqsEventQueue(local.sqs, queueUrl),
-      clock: Date,
-      newId: randomUUID,
-      limits: DEFAULT_INGEST_LIMITS,
-      ledger: dedup.ledger,
-      logger: silent,
-    });
+    // Built as Lambda and npm start build it, de-duplication included.
+    const handler = await buildIngestHandler(
+      loadIngestConfig({
+        [ENV.EVENTS_QUEUE_URL]: queueUrl,
+        [ENV.WEBHOOK_SECRET]: secret,
+        [ENV.DEDUP_WINDOW_SECONDS]: String(dedupWindowSeconds()),
+        [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+      }),
+      {
+        sqs: local.sqs,
+        logger: new Logger({ logLevel: 'SILENT' }),
+        ...(dedup.client ? { dynamodb: dedup.client } : {}),
+      },
+    );
     const front = await startHttpFront({ handler });
     return {
       url: front.url,

@@ -6,20 +6,19 @@ import {
 } from '@aws-lambda-powertools/idempotency';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Logger } from '../core/ports.ts';
 import type {
   LedgerAnswer,
   LedgerOutcome,
+  Logger,
   RequestIdentity,
   RequestLedger,
-} from '../core/request-ledger.ts';
+} from '../core/ports.ts';
+import {
+  DEDUP_STORE_FAILED_EVENT,
+  DEDUP_TABLE_KEY,
+  DEDUP_TTL_ATTRIBUTE,
+} from '../shared/config.ts';
 
-/** The table's partition key, as Powertools writes it. */
-export const DEDUP_TABLE_KEY = 'id';
-/** The attribute holding each record's expiry (epoch seconds): the table's TTL attribute. */
-export const DEDUP_TTL_ATTRIBUTE = 'expiration';
-/** The log line's `event` field when the store fails; the stack counts these for its alarm. */
-export const DEDUP_STORE_FAILED_EVENT = 'dedup_store_failed';
 /** Records are shared by every version of the function, whatever its name. */
 const KEY_PREFIX = 'ingest';
 

@@ -2,7 +2,7 @@ import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import type { RefreshRequester } from '../core/ports.ts';
 
 /** The payload the refresher accepts for an on-demand run. */
-export interface RefreshRequest {
+interface RefreshRequest {
   force: true;
   reason: string;
 }

@@ -1,6 +1,6 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { IngestCredentials } from '../core/ingest.ts';
-import type { Clock } from '../core/mautic-http.ts';
+import type { Clock } from '../core/ports.ts';
 import { CredentialError, parseCredentials } from '../core/webhook-auth.ts';
 
 /**

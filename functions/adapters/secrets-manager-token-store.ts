@@ -1,7 +1,6 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { TokenUnavailableError } from '../core/errors.ts';
-import type { Clock } from '../core/mautic-http.ts';
-import type { TokenSource } from '../core/ports.ts';
+import type { Clock, TokenSource } from '../core/ports.ts';
 import { type TokenSecret, tokenSecretSchema } from '../core/token-secret.ts';
 
 /**

@@ -6,7 +6,7 @@ import {
   type SecretsManagerClient,
   UpdateSecretVersionStageCommand,
 } from '@aws-sdk/client-secrets-manager';
-import type { TokenVault } from '../core/token-refresh.ts';
+import type { TokenVault } from '../core/ports.ts';
 import {
   type ClientSecret,
   clientSecretSchema,

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { type EventQueue, type OutgoingMessage, QueueUnavailableError } from '../core/ingest.ts';
+import { QueueUnavailableError } from '../core/ingest.ts';
+import type { EventQueue, OutgoingMessage } from '../core/ports.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 const BACKOFF_MS = [50, 200, 800];

@@ -7,9 +7,9 @@ import {
   MauticResponseError,
   MauticTransientError,
 } from './errors.ts';
-import type { ItemResult } from './mautic-api.ts';
-import type { Clock } from './mautic-http.ts';
 import type {
+  Clock,
+  ItemResult,
   Logger,
   MauticBatchApi,
   MetricsSink,
@@ -329,9 +329,13 @@ class DeliveryRun {
       const ids = (answer as ItemResult[]).flatMap((result) =>
         result.kind === 'delivered' ? [result.id] : [],
       );
-      logger.info('Mautic call', { ...line, statuses, ids });
+      logger.info('Mautic call', { event: 'mautic_call', ...line, statuses, ids });
     } else {
-      logger.warn('Mautic call failed', { ...line, error: describe(answer) });
+      logger.warn('Mautic call failed', {
+        event: 'mautic_call_failed',
+        ...line,
+        error: describe(answer),
+      });
     }
   }
 
@@ -374,7 +378,7 @@ class DeliveryRun {
 }
 
 /** Maps one Mautic item result to the message outcome (contract §2). */
-export function outcomeOf(result: ItemResult | undefined): MessageOutcome {
+function outcomeOf(result: ItemResult | undefined): MessageOutcome {
   if (result === undefined) return { kind: 'retry', reason: 'no_result' };
   if (result.kind === 'delivered')
     return { kind: 'delivered', status: result.status, id: result.id };

@@ -3,7 +3,7 @@ import { z } from 'zod';
 /** A Mautic API path name (contract §1): `contacts`, `companies`, `segments`, … */
 export const ENTITY_PATTERN = /^[a-z][a-zA-Z]{1,63}$/;
 
-export const ACTIONS = ['create', 'edit', 'delete'] as const;
+const ACTIONS = ['create', 'edit', 'delete'] as const;
 export type Action = (typeof ACTIONS)[number];
 
 const eventFields = {

@@ -1,4 +1,3 @@
-import { DEFAULT_ENTITIES } from '../shared/config.ts';
 import {
   ENTITY_PATTERN,
   type QueuedEvent,
@@ -6,26 +5,14 @@ import {
   type RelayEvent,
   relayEventSchema,
 } from './events.ts';
-import type { Clock } from './mautic-http.ts';
-import type { Logger } from './ports.ts';
-import { type AuthenticatedSender, type RequestLedger, requestIdentity } from './request-ledger.ts';
+import type { Clock, EventQueue, Logger, OutgoingMessage, RequestLedger } from './ports.ts';
+import { type AuthenticatedSender, requestIdentity } from './request-identity.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
 /** The keys a request may be authenticated with: HMAC keys and API key digests. */
 export interface IngestCredentials {
   webhookKeys: ReadonlyArray<Buffer>;
   apiKeyDigests: ReadonlyArray<Buffer>;
-}
-
-/** One queue message: a queued event, serialised. */
-export interface OutgoingMessage {
-  eventId: string;
-  body: string;
-}
-
-/** Where accepted events go; it resolves only when every message is durably queued. */
-export interface EventQueue {
-  enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void>;
 }
 
 /** The queue did not accept every message: the request may be retried whole. */
@@ -66,12 +53,6 @@ export interface IngestLimits {
   /** The entities events may name (`ENTITIES`). @default the standard Mautic entities */
   entities: ReadonlySet<string>;
 }
-
-export const DEFAULT_INGEST_LIMITS: IngestLimits = {
-  maxBodyBytes: 1024 * 1024,
-  maxEvents: 500,
-  entities: new Set(DEFAULT_ENTITIES),
-};
 
 export interface IngestDeps {
   credentials: () => Promise<IngestCredentials>;

@@ -8,30 +8,7 @@ import {
   type MauticHttp,
   type MauticHttpOptions,
 } from './mautic-http.ts';
-
-/** What became of one item of a batch call. */
-export type ItemResult =
-  | {
-      kind: 'delivered';
-      /** Mautic's per-item status: 201 created, 200 updated or deleted; 404 for a delete of an id Mautic does not have, which counts as done. */
-      status: number;
-      /** The record's id in Mautic. */
-      id: number;
-    }
-  | {
-      kind: 'rejected';
-      /** Mautic's per-item status: 400/422 validation, 403 not allowed, 404 not found, … */
-      status: number;
-      message: string;
-      /** Mautic's `details`, e.g. `{ email: ['x is invalid.'] }`, when it sent any. */
-      details?: unknown;
-    };
-
-/** Per call: the bearer token and an optional signal (e.g. aborted at the Lambda deadline). */
-export interface CallOptions {
-  accessToken: string;
-  signal?: AbortSignal | undefined;
-}
+import type { CallOptions, ItemResult, MauticBatchApi } from './ports.ts';
 
 /** One page of records from `GET /api/{entity}`. */
 export interface RecordPage {
@@ -61,7 +38,7 @@ const NON_ENTITY_KEYS = new Set(['statusCodes', 'errors', 'total']);
  * const api = new MauticApiClient({ baseUrl, fetch });
  * const results = await api.create('contacts', [{ email: 'a@example.com' }], { accessToken });
  */
-export class MauticApiClient {
+export class MauticApiClient implements MauticBatchApi {
   readonly #http: MauticHttp;
 
   constructor(options: MauticHttpOptions) {

@@ -7,14 +7,7 @@ import {
   MauticResponseError,
   MauticTransientError,
 } from './errors.ts';
-
-/** The part of `fetch` the Mautic client uses; inject `globalThis.fetch` or a test double. */
-export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
-
-/** A source of the current time in epoch milliseconds. */
-export interface Clock {
-  now(): number;
-}
+import type { FetchLike } from './ports.ts';
 
 /** How the client reaches one Mautic instance. */
 export interface MauticHttpOptions {

@@ -5,26 +5,13 @@ import {
   type TokenErrorReason,
 } from './errors.ts';
 import {
-  type Clock,
   createMauticHttp,
   firstMauticError,
   isObject,
   type MauticHttp,
   type MauticHttpOptions,
 } from './mautic-http.ts';
-
-/** Tokens from one successful grant. */
-export interface MauticTokens {
-  accessToken: string;
-  /** When the access token stops working (epoch ms), from `expires_in` and the clock. */
-  accessTokenExpiresAt: number;
-  /** Present only when Mautic issued one (never for client_credentials). */
-  refreshToken?: string;
-  /** Mautic sends `null` (or `""` when the authorize request carried an empty scope). */
-  scope: string | null;
-  /** When the grant was answered (epoch ms). */
-  obtainedAt: number;
-}
+import type { Clock, MauticTokens, TokenGranter } from './ports.ts';
 
 /** One Mautic OAuth2 client: its public id (`<numericId>_<randomId>`) and secret. */
 export interface MauticOAuthOptions extends MauticHttpOptions {
@@ -50,7 +37,7 @@ const KNOWN_REASONS: ReadonlySet<string> = new Set([
  * const oauth = new MauticOAuthClient({ baseUrl, clientId, clientSecret, fetch, clock: Date });
  * const tokens = await oauth.clientCredentials();
  */
-export class MauticOAuthClient {
+export class MauticOAuthClient implements TokenGranter {
   readonly #http: MauticHttp;
   readonly #clientId: string;
   readonly #clientSecret: string;

@@ -1,4 +1,45 @@
-import type { CallOptions, ItemResult } from './mautic-api.ts';
+/**
+ * Every interface core depends on, in one place. Implementations (the Mautic client, the AWS
+ * adapters, the local stand-ins, test fakes) import from here; this module imports no
+ * implementation, only plain data types.
+ */
+import type { ClientSecret, TokenSecret } from './token-secret.ts';
+
+// --- time and HTTP -------------------------------------------------------------------------
+
+/** A source of the current time in epoch milliseconds. */
+export interface Clock {
+  now(): number;
+}
+
+/** The part of `fetch` the Mautic client uses; inject `globalThis.fetch` or a test double. */
+export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+
+// --- Mautic ---------------------------------------------------------------------------------
+
+/** What became of one item of a batch call. */
+export type ItemResult =
+  | {
+      kind: 'delivered';
+      /** Mautic's per-item status: 201 created, 200 updated or deleted; 404 for a delete of an id Mautic does not have, which counts as done. */
+      status: number;
+      /** The record's id in Mautic. */
+      id: number;
+    }
+  | {
+      kind: 'rejected';
+      /** Mautic's per-item status: 400/422 validation, 403 not allowed, 404 not found, … */
+      status: number;
+      message: string;
+      /** Mautic's `details`, e.g. `{ email: ['x is invalid.'] }`, when it sent any. */
+      details?: unknown;
+    };
+
+/** Per call: the bearer token and an optional signal (e.g. aborted at the Lambda deadline). */
+export interface CallOptions {
+  accessToken: string;
+  signal?: AbortSignal | undefined;
+}
 
 /** Mautic's batch API as the delivery needs it; `MauticApiClient` implements it. */
 export interface MauticBatchApi {
@@ -15,6 +56,27 @@ export interface MauticBatchApi {
   delete(entity: string, ids: ReadonlyArray<number>, call: CallOptions): Promise<ItemResult[]>;
 }
 
+/** Tokens from one successful grant. */
+export interface MauticTokens {
+  accessToken: string;
+  /** When the access token stops working (epoch ms), from `expires_in` and the clock. */
+  accessTokenExpiresAt: number;
+  /** Present only when Mautic issued one (never for client_credentials). */
+  refreshToken?: string;
+  /** Mautic sends `null` (or `""` when the authorize request carried an empty scope). */
+  scope: string | null;
+  /** When the grant was answered (epoch ms). */
+  obtainedAt: number;
+}
+
+/** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
+export interface TokenGranter {
+  clientCredentials(): Promise<MauticTokens>;
+  refresh(refreshToken: string): Promise<MauticTokens>;
+}
+
+// --- tokens ---------------------------------------------------------------------------------
+
 /** Where the batch function gets Mautic's access token; it never refreshes tokens itself. */
 export interface TokenSource {
   /** The current access token; `fresh` bypasses any cache (after a 401). */
@@ -26,18 +88,35 @@ export interface RefreshRequester {
   requestRefresh(reason: string): Promise<void>;
 }
 
-/** Structured log lines; Powertools' Logger fits. */
-export interface Logger {
-  info(message: string, ...extra: Array<Record<string, unknown>>): void;
-  warn(message: string, ...extra: Array<Record<string, unknown>>): void;
-  error(message: string, ...extra: Array<Record<string, unknown>>): void;
+/** The two secrets of one environment, as the refresher sees them. */
+export interface TokenVault {
+  /** The operator's credential. */
+  readClient(): Promise<{ client: ClientSecret }>;
+  /** The current tokens, or none yet, with the id of the version read. */
+  readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }>;
+  /**
+   * Makes `token` the current version, but only if `basedOn` still is (a compare-and-swap):
+   * 'superseded' when another writer (the `authorize` command) wrote in between. The same
+   * `requestToken` with the same content is idempotent, so a retried write adds no version.
+   */
+  writeToken(
+    token: TokenSecret,
+    requestToken: string,
+    basedOn: string | undefined,
+  ): Promise<'written' | 'superseded'>;
 }
 
-export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
+// --- queues ---------------------------------------------------------------------------------
 
-/** Metrics; Powertools' Metrics fits. */
-export interface MetricsSink {
-  addMetric(name: string, unit: MetricUnit, value: number): void;
+/** One queue message: a queued event, serialised. */
+export interface OutgoingMessage {
+  eventId: string;
+  body: string;
+}
+
+/** Where accepted events go; it resolves only when every message is durably queued. */
+export interface EventQueue {
+  enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void>;
 }
 
 /** The parts of a received SQS message that delivery hands on (Lambda's SQSRecord fits). */
@@ -61,6 +140,8 @@ export interface DeadLetter {
   reason: string;
   detail: string;
   status?: number;
+  /** The event's id, entity and action, when the message was a readable event. */
+  eventId?: string;
   entity?: string;
   action?: string;
 }
@@ -71,4 +152,59 @@ export interface DeliveryQueues {
   deadLetter(letters: ReadonlyArray<DeadLetter>): Promise<string[]>;
   /** Hides the messages for `seconds` more; resolves the message ids whose delay failed. */
   delay(messages: ReadonlyArray<QueuedMessage>, seconds: number): Promise<string[]>;
+}
+
+// --- observability --------------------------------------------------------------------------
+
+/** Structured log lines; Powertools' Logger fits. */
+export interface Logger {
+  info(message: string, ...extra: Array<Record<string, unknown>>): void;
+  warn(message: string, ...extra: Array<Record<string, unknown>>): void;
+  error(message: string, ...extra: Array<Record<string, unknown>>): void;
+}
+
+export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
+
+/** Metrics; Powertools' Metrics fits. */
+export interface MetricsSink {
+  addMetric(name: string, unit: MetricUnit, value: number): void;
+}
+
+/**
+ * What identifies a request for de-duplication (contract §1.3): `key` names the request,
+ * `bodyHash` tells a retry (same body) from a reuse of the id (another body).
+ */
+export interface RequestIdentity {
+  key: string;
+  bodyHash: string;
+}
+
+/** What the ledger made of a request. */
+export type LedgerOutcome<T> =
+  /** First time (or the last try left the id free): `accept` ran and this is what it gave. */
+  | { kind: 'accepted'; result: T }
+  /** Accepted before within the window: the first answer, and `accept` did not run. */
+  | { kind: 'replayed'; status: number; body: string }
+  /** The same id is being handled right now. */
+  | { kind: 'in_progress' }
+  /** The same id was accepted with another body. */
+  | { kind: 'reused' }
+  /** The store could not be asked: nothing ran. */
+  | { kind: 'unavailable' };
+
+/** The answer `accept` gives: only one `remember`ed is kept; any other leaves the id free. */
+export interface LedgerAnswer {
+  status: number;
+  /** The serialised body, replayed byte for byte. */
+  body: string;
+  remember: boolean;
+}
+
+/** Remembers accepted requests for a window, so a retried or replayed one takes effect once. */
+export interface RequestLedger {
+  once<T extends LedgerAnswer>(
+    identity: RequestIdentity,
+    accept: () => Promise<T>,
+    options: { remainingTimeMs: number | undefined; requestId: string | undefined },
+  ): Promise<LedgerOutcome<T>>;
 }

@@ -1,36 +1,17 @@
 import { createHash } from 'node:crypto';
 import { MauticTokenError } from './errors.ts';
-import type { Clock } from './mautic-http.ts';
-import type { MauticTokens } from './mautic-oauth.ts';
-import type { Logger, MetricsSink } from './ports.ts';
+import type {
+  Clock,
+  Logger,
+  MauticTokens,
+  MetricsSink,
+  TokenGranter,
+  TokenVault,
+} from './ports.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
-/** The two secrets of one environment, as the refresher sees them. */
-export interface TokenVault {
-  /** The operator's credential. */
-  readClient(): Promise<{ client: ClientSecret }>;
-  /** The current tokens, or none yet, with the id of the version read. */
-  readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }>;
-  /**
-   * Makes `token` the current version, but only if `basedOn` still is (a compare-and-swap):
-   * 'superseded' when another writer (the `authorize` command) wrote in between. The same
-   * `requestToken` with the same content is idempotent, so a retried write adds no version.
-   */
-  writeToken(
-    token: TokenSecret,
-    requestToken: string,
-    basedOn: string | undefined,
-  ): Promise<'written' | 'superseded'>;
-}
-
-/** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
-export interface TokenGranter {
-  clientCredentials(): Promise<MauticTokens>;
-  refresh(refreshToken: string): Promise<MauticTokens>;
-}
-
 /** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
-export interface UnsavedWrite {
+interface UnsavedWrite {
   token: TokenSecret;
   requestToken: string;
   basedOn: string | undefined;

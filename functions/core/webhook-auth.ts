@@ -1,7 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
 /** Signatures older or newer than this are refused (Standard Webhooks: ±5 minutes). */
-export const TIMESTAMP_TOLERANCE_SECONDS = 300;
+const TIMESTAMP_TOLERANCE_SECONDS = 300;
 
 const SECRET_PREFIX = 'whsec_';
 const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

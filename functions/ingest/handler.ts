@@ -1,5 +1,3 @@
-import type { Logger } from '@aws-lambda-powertools/logger';
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type {
   APIGatewayProxyEventV2,
@@ -12,6 +10,7 @@ import {
   type IngestResponse,
   payloadTooLarge,
 } from '../core/ingest.ts';
+import type { Logger } from '../core/ports.ts';
 
 export interface IngestHandlerDeps extends IngestDeps {
   logger: Logger;
@@ -25,7 +24,6 @@ export interface IngestHandlerDeps extends IngestDeps {
  */
 export function createIngestHandler(deps: IngestHandlerDeps) {
   return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Error, Context>()
-    .use(injectLambdaContext(deps.logger))
     .use({
       onError: (request) => {
         const requestId = request.context.awsRequestId;

@@ -1,25 +1,14 @@
-import type { Logger } from '@aws-lambda-powertools/logger';
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import type { Metrics } from '@aws-lambda-powertools/metrics';
-import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
-import middy from '@middy/core';
 import { type RefreshDeps, type RefreshOutcome, refreshTokens } from '../core/token-refresh.ts';
 
-export interface RefreshHandlerDeps extends Omit<RefreshDeps, 'logger' | 'metrics'> {
-  logger: Logger;
-  metrics: Metrics;
-}
+export type RefreshHandler = (event: unknown) => Promise<RefreshOutcome>;
 
 /**
  * The token refresher: run by an EventBridge schedule, or invoked by the batch function with
  * `{"force": true, "reason": "…"}` after a second 401. Reserved concurrency 1 makes it the
  * single writer of the token secret, so two refreshes never race on a single-use refresh token.
  */
-export function createRefreshHandler(deps: RefreshHandlerDeps) {
-  return middy<unknown, RefreshOutcome>()
-    .use(injectLambdaContext(deps.logger))
-    .use(logMetrics(deps.metrics))
-    .handler((event) => refreshTokens(requestOf(event), deps));
+export function createRefreshHandler(deps: RefreshDeps): RefreshHandler {
+  return (event) => refreshTokens(requestOf(event), deps);
 }
 
 function requestOf(event: unknown): { force: boolean; reason: string } {

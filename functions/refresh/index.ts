@@ -1,22 +1,11 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { SecretsManagerTokenVault } from '../adapters/secrets-manager-token-vault.ts';
-import { MauticOAuthClient } from '../core/mautic-oauth.ts';
 import { loadRefreshConfig } from '../shared/config.ts';
-import { createRefreshHandler } from './handler.ts';
+import { buildRefreshHandler } from './compose.ts';
 
-const config = loadRefreshConfig(process.env);
-const clock = { now: () => Date.now() };
-
-export const handler = createRefreshHandler({
-  vault: new SecretsManagerTokenVault(new SecretsManagerClient({}), config),
-  granterFor: (client) =>
-    new MauticOAuthClient({ ...client, fetch, clock, timeoutMs: config.mauticTimeoutMs }),
-  clock,
+export const handler = buildRefreshHandler(loadRefreshConfig(process.env), {
+  secrets: new SecretsManagerClient({}),
   logger: new Logger(),
   metrics: new Metrics(),
-  refreshAheadSeconds: config.refreshAheadSeconds,
-  refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
-  unsaved: { value: undefined },
 });

@@ -28,6 +28,27 @@ export const ENV = {
 } as const;
 
 /**
+ * Every default of the functions' settings, in one place: the functions, the local stack and the
+ * operator commands read them from here.
+ */
+export const DEFAULTS = Object.freeze({
+  batchSize: 200,
+  deliveryConcurrency: 2,
+  mauticTimeoutMs: 10_000,
+  tokenCacheSeconds: 30,
+  /** Longest visibility delay after a 429. */
+  maxDelaySeconds: 3600,
+  maxBodyBytes: 1024 * 1024,
+  maxEventsPerRequest: 500,
+  credentialsCacheSeconds: 300,
+  refreshAheadSeconds: 900,
+  /** Mautic's default refresh-token lifetime (14 days); Mautic does not say it per token. */
+  refreshTokenLifetimeSeconds: 1_209_600,
+  /** How long a request id is remembered (contract §1.3): a day. */
+  dedupWindowSeconds: 86_400,
+});
+
+/**
  * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
  * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and
  * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
@@ -60,10 +81,17 @@ export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
   'tweets',
 ]);
 
-/** How long a request id is remembered by default (contract §1, Idempotency): a day. */
-export const DEFAULT_DEDUP_WINDOW_SECONDS = 86_400;
 /** The longest window accepted: 30 days. */
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
+
+/**
+ * The de-duplication table's shape, shared by the ingest, the stack and the local store: its
+ * partition key and TTL attribute (the names Powertools idempotency writes), and the `event` of
+ * the log line the ingest writes when the table fails, which the stack's alarm counts.
+ */
+export const DEDUP_TABLE_KEY = 'id';
+export const DEDUP_TTL_ATTRIBUTE = 'expiration';
+export const DEDUP_STORE_FAILED_EVENT = 'dedup_store_failed';
 
 /** A configuration that cannot work; the message names every bad variable. */
 export class ConfigError extends Error {
@@ -87,12 +115,12 @@ const batchSchema = z.object({
   [ENV.EVENTS_QUEUE_URL]: required,
   [ENV.DEAD_LETTER_QUEUE_URL]: required,
   [ENV.REFRESH_FUNCTION_NAME]: required,
-  [ENV.BATCH_SIZE]: integer(1, 200, 200),
-  [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, 2),
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, 10_000),
-  [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, 30),
+  [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
+  [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
+  [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
-  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, 3600),
+  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
 });
 
 /** The batch function's configuration. */
@@ -160,7 +188,7 @@ export const entityList = commaList
   .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
 
 /** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
-export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULT_DEDUP_WINDOW_SECONDS);
+export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
 
 const ingestSchema = z
   .object({
@@ -168,9 +196,9 @@ const ingestSchema = z
     [ENV.WEBHOOK_SECRET_ID]: z.string().min(1).optional(),
     [ENV.WEBHOOK_SECRET]: commaList,
     [ENV.INGEST_API_KEYS]: commaList,
-    [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, 1024 * 1024),
-    [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, 500),
-    [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, 300),
+    [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
+    [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
+    [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
     [ENV.ENTITIES]: entityList,
     [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
     [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
@@ -225,9 +253,13 @@ export function loadIngestConfig(
 const refreshSchema = z.object({
   [ENV.CLIENT_SECRET_ID]: required,
   [ENV.TOKEN_SECRET_ID]: required,
-  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, 900),
-  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(3600, 31_536_000, 1_209_600),
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, 10_000),
+  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, DEFAULTS.refreshAheadSeconds),
+  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(
+    3600,
+    31_536_000,
+    DEFAULTS.refreshTokenLifetimeSeconds,
+  ),
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
 });
 
 /** The token refresher's configuration. */

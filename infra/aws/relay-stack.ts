@@ -26,8 +26,9 @@ import {
   DEDUP_STORE_FAILED_EVENT,
   DEDUP_TABLE_KEY,
   DEDUP_TTL_ATTRIBUTE,
-} from '../../functions/adapters/dynamodb-request-ledger.ts';
-import { ENV, secretNames } from '../../functions/shared/config.ts';
+  ENV,
+  secretNames,
+} from '../../functions/shared/config.ts';
 import type { EnvironmentSettings } from './environments.ts';
 import { RelayFunction } from './relay-function.ts';
 

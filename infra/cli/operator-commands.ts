@@ -8,14 +8,14 @@ import {
   ResourceNotFoundException,
   type SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import {
   type ClientSecret,
   clientSecretSchema,
   type TokenSecret,
 } from '../../functions/core/token-secret.ts';
-import { secretNames } from '../../functions/shared/config.ts';
+import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 
 /** What the operator commands talk to; the bin builds the real ones from the AWS environment. */
 export interface CommandDeps {
@@ -126,7 +126,7 @@ export async function authorize(
     if ('error' in result) throw new UsageError(`Authorization failed: ${result.error}`);
 
     const tokens = await oauth.exchangeCode(result.code, redirectUri);
-    const lifetime = options.refreshTokenLifetimeSeconds ?? 1_209_600;
+    const lifetime = options.refreshTokenLifetimeSeconds ?? DEFAULTS.refreshTokenLifetimeSeconds;
     const secret: TokenSecret = {
       accessToken: tokens.accessToken,
       accessTokenExpiresAt: new Date(tokens.accessTokenExpiresAt).toISOString(),

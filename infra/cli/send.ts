@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import {
   CredentialError,
   parseApiKey,
@@ -46,7 +46,7 @@ export interface SendResult {
   ok: boolean;
 }
 
-export const DEFAULT_SEND_TIMEOUT_MS = 30_000;
+const DEFAULT_SEND_TIMEOUT_MS = 30_000;
 // As the ingest checks it: printable ASCII without '.', ',' or space, at most 124 characters.
 const WEBHOOK_ID = /^[\x21-\x2b\x2d\x2f-\x7e]{1,124}$/;
 

@@ -1,11 +1,6 @@
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
-import {
-  DEDUP_TABLE_KEY,
-  DynamoDbRequestLedger,
-} from '../../functions/adapters/dynamodb-request-ledger.ts';
-import type { Logger } from '../../functions/core/ports.ts';
-import type { RequestLedger } from '../../functions/core/request-ledger.ts';
+import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
 import { listenOnLoopback } from './loopback.ts';
 
 /** The table's name in the local store. */
@@ -63,14 +58,20 @@ export function dynamoDbClient(endpoint: string): DynamoDBClient {
   });
 }
 
-/** The local stack's de-duplication: dynalite with the table, or nothing when the window is 0. */
-export async function startDedupStore(
-  windowSeconds: number,
-  logger: Logger,
-): Promise<{ ledger: RequestLedger | undefined; description: string; close(): Promise<void> }> {
+/**
+ * The local stack's de-duplication store: dynalite with the table the ingest is given, or
+ * nothing when the window is 0 (de-duplication off).
+ */
+export async function startDedupStore(windowSeconds: number): Promise<{
+  client: DynamoDBClient | undefined;
+  tableName: string | undefined;
+  description: string;
+  close(): Promise<void>;
+}> {
   if (windowSeconds === 0) {
     return {
-      ledger: undefined,
+      client: undefined,
+      tableName: undefined,
       description: 'off (DEDUP_WINDOW_SECONDS=0)',
       close: async () => {},
     };
@@ -83,7 +84,8 @@ export async function startDedupStore(
     throw error;
   }
   return {
-    ledger: new DynamoDbRequestLedger(store.client, LOCAL_DEDUP_TABLE, { windowSeconds, logger }),
+    client: store.client,
+    tableName: LOCAL_DEDUP_TABLE,
     description: `dynalite at ${store.endpoint}, request ids kept ${windowSeconds} s`,
     close: () => store.close(),
   };

@@ -6,7 +6,8 @@ type Extra = Record<string, unknown>;
  * The local stack's log: the real handlers log through Powertools as in the cloud, and this
  * Logger prints what a person at a terminal wants instead of JSON: one short line per Mautic
  * call and per dead-lettered event, warnings and errors in a line each, and the rest only at
- * DEBUG. Like the cloud logs, it never holds record contents or tokens (the handlers never log
+ * DEBUG. It recognises lines by their stable `event` field (`mautic_call`, `mautic_call_failed`,
+ * `dead_lettered`), never by message text. Like the cloud logs, it never holds record contents or tokens (the handlers never log
  * them).
  */
 export class LineLogger extends Logger {
@@ -21,7 +22,7 @@ export class LineLogger extends Logger {
 
   override info(input: unknown, ...extra: unknown[]): void {
     const fields = merge(extra);
-    if (input === 'Mautic call') {
+    if (fields.event === 'mautic_call') {
       const statuses = Object.entries((fields.statuses as Record<string, number>) ?? {})
         .map(([status, count]) => `${status}×${count}`)
         .join(' ');
@@ -35,12 +36,12 @@ export class LineLogger extends Logger {
 
   override warn(input: unknown, ...extra: unknown[]): void {
     const fields = merge(extra);
-    if (input === 'Event dead-lettered') {
+    if (fields.event === 'dead_lettered') {
       const status = fields.status === undefined ? '' : ` ${fields.status}`;
       this.#print(
         `dead-lettered ${fields.eventId ?? fields.messageId} (${fields.entity ?? '?'} ${fields.action ?? '?'}): ${fields.reason}${status}`,
       );
-    } else if (input === 'Mautic call failed') {
+    } else if (fields.event === 'mautic_call_failed') {
       this.#print(
         `failed ${fields.entity} ${fields.action}: ${fields.items} items, ${fields.error}`,
       );

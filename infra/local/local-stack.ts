@@ -4,24 +4,20 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { startFauxqs } from 'fauxqs';
 import { z } from 'zod';
-import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
-import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
-import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
-import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
-import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
-import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
-import type { ClientSecret } from '../../functions/core/token-secret.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
-import { createIngestHandler } from '../../functions/ingest/handler.ts';
-import { createRefreshHandler } from '../../functions/refresh/handler.ts';
+import { buildBatchHandler } from '../../functions/batch/compose.ts';
+import { buildIngestHandler } from '../../functions/ingest/compose.ts';
+import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import {
   ConfigError,
   commaList,
+  DEFAULTS,
   dedupWindow,
+  ENV,
   entityList,
   integer,
+  loadBatchConfig,
+  loadIngestConfig,
+  loadRefreshConfig,
   secretNames,
 } from '../../functions/shared/config.ts';
 import { startDedupStore } from './dynamodb-local.ts';
@@ -47,14 +43,14 @@ const localSchema = z
       .default('client_credentials'),
     WEBHOOK_SECRET: commaList,
     INGEST_API_KEYS: commaList,
-    BATCH_SIZE: integer(1, 200, 200),
+    BATCH_SIZE: integer(1, 200, DEFAULTS.batchSize),
     BATCH_WINDOW_SECONDS: integer(0, 300, 1),
     MAX_RECEIVE_COUNT: integer(1, 1000, 5),
     MAX_CONCURRENCY: integer(1, 20, 2),
     VISIBILITY_TIMEOUT_SECONDS: integer(1, 43_200, 30),
     BATCH_TIMEOUT_SECONDS: integer(1, 900, 10),
     REFRESH_INTERVAL_SECONDS: integer(1, 86_400, 300),
-    TOKEN_CACHE_SECONDS: integer(0, 3600, 30),
+    TOKEN_CACHE_SECONDS: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
     LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
     ENTITIES: entityList,
     DEDUP_WINDOW_SECONDS: dedupWindow,
@@ -125,14 +121,18 @@ async function start(
   // Metrics are the cloud's business; locally the line logger tells what happened.
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   const metrics = new Metrics({ namespace: 'MauticBatchRelay/local', serviceName: 'local' });
-  const clock = { now: () => Date.now() };
   const localAws = {
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
   };
 
   let simulator: MauticSimulator | undefined;
-  let credential: ClientSecret;
+  let credential: {
+    baseUrl: string;
+    clientId: string;
+    clientSecret: string;
+    grantType: LocalConfig['MAUTIC_GRANT_TYPE'];
+  };
   if (config.MAUTIC_BASE_URL) {
     credential = {
       baseUrl: config.MAUTIC_BASE_URL,
@@ -182,16 +182,13 @@ async function start(
   });
 
   // The refresher runs one at a time, as reserved concurrency 1 makes it in the cloud.
-  const refresh = createRefreshHandler({
-    vault: new SecretsManagerTokenVault(secrets, ids),
-    granterFor: (client) => new MauticOAuthClient({ ...client, fetch, clock }),
-    clock,
-    logger,
-    metrics,
-    refreshAheadSeconds: 900,
-    refreshTokenLifetimeSeconds: 1_209_600,
-    unsaved: { value: undefined },
-  });
+  const refresh = buildRefreshHandler(
+    loadRefreshConfig({
+      [ENV.CLIENT_SECRET_ID]: ids.clientSecretId,
+      [ENV.TOKEN_SECRET_ID]: ids.tokenSecretId,
+    }),
+    { secrets, logger, metrics },
+  );
   let refreshing: Promise<unknown> = Promise.resolve();
   const runRefresh = (event: unknown) => {
     refreshing = refreshing.then(() =>
@@ -208,26 +205,25 @@ async function start(
     await refreshing;
   });
 
-  const batch = createBatchHandler({
-    api: new MauticApiClient({ baseUrl: credential.baseUrl, fetch }),
-    tokens: new SecretsManagerTokenStore(secrets, ids.tokenSecretId, {
-      cacheMs: config.TOKEN_CACHE_SECONDS * 1000,
-      clock,
+  const batch = buildBatchHandler(
+    loadBatchConfig({
+      [ENV.MAUTIC_BASE_URL]: credential.baseUrl,
+      [ENV.TOKEN_SECRET_ID]: ids.tokenSecretId,
+      [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
+      [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetterQueueUrl,
+      [ENV.REFRESH_FUNCTION_NAME]: 'local-refresher',
+      [ENV.BATCH_SIZE]: String(config.BATCH_SIZE),
+      [ENV.TOKEN_CACHE_SECONDS]: String(config.TOKEN_CACHE_SECONDS),
     }),
-    // Like the asynchronous Lambda invoke: asked for, not waited on.
-    refresher: { requestRefresh: async (reason) => void runRefresh({ force: true, reason }) },
-    queues: new SqsDeliveryQueues(sqs, {
-      eventsQueueUrl: queues.queueUrl,
-      deadLetterQueueUrl: queues.deadLetterQueueUrl,
-    }),
-    logger,
-    metrics,
-    clock,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    random: Math.random,
-    learnedLimit: { value: undefined },
-    options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: config.BATCH_SIZE, maxDelaySeconds: 3600 },
-  });
+    {
+      secrets,
+      sqs,
+      // Like the asynchronous Lambda invoke: asked for, not waited on.
+      refresher: { requestRefresh: async (reason) => void runRefresh({ force: true, reason }) },
+      logger,
+      metrics,
+    },
+  );
   const pollers = Array.from(
     { length: config.MAX_CONCURRENCY },
     () =>
@@ -252,24 +248,27 @@ async function start(
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
-  const credentials = parseCredentials({ webhookSecrets, apiKeys: config.INGEST_API_KEYS });
   // --- de-duplication store (issue 13): dynalite, living as long as the local stack ---
-  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS, logger);
+  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
   stops.push(() => dedup.close());
   // --- end de-duplication store ---
-  const ingest = createIngestHandler({
-    credentials: async () => credentials,
-    queue: new SqsEventQueue(sqs, queues.queueUrl),
-    clock,
-    newId: randomUUID,
-    limits: { maxBodyBytes: 1024 * 1024, maxEvents: 500, entities: new Set(config.ENTITIES) },
-    ledger: dedup.ledger,
+  const ingestConfig = loadIngestConfig({
+    [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
+    [ENV.WEBHOOK_SECRET]: webhookSecrets.join(','),
+    [ENV.INGEST_API_KEYS]: config.INGEST_API_KEYS.join(','),
+    [ENV.ENTITIES]: config.ENTITIES.join(','),
+    [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
+    [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+  });
+  const ingest = await buildIngestHandler(ingestConfig, {
+    sqs,
     logger,
+    ...(dedup.client ? { dynamodb: dedup.client } : {}),
   });
   const front = await startHttpFront({
     handler: ingest,
     port: config.PORT,
-    maxBodyBytes: 1024 * 1024,
+    maxBodyBytes: ingestConfig.maxBodyBytes,
   });
   stops.push(() => front.close());
   const ingestUrl = `${front.url}/events`;

@@ -38,7 +38,7 @@ import {
 } from './mautic-simulator-rest.ts';
 
 /** The grants Mautic supports (§1.3). */
-export type GrantType = 'authorization_code' | 'refresh_token' | 'client_credentials';
+type GrantType = 'authorization_code' | 'refresh_token' | 'client_credentials';
 
 /** An API credential as Mautic stores it; `clientId` is the public id `<numericId>_<randomId>`. */
 export interface SimulatorClient {
@@ -49,7 +49,7 @@ export interface SimulatorClient {
 }
 
 /** Random failures; the same seed gives the same sequence of decisions, one per request in scope. */
-export interface SimulatorFaults {
+interface SimulatorFaults {
   seed: number;
   /** 0..1: answer 500 (Mautic's generic body), 502 or 503 (a proxy's HTML page). */
   errorRate?: number;
@@ -62,14 +62,14 @@ export interface SimulatorFaults {
 }
 
 /** A scripted answer for `inject`. */
-export interface InjectedResponse {
+interface InjectedResponse {
   status: number;
   headers?: Record<string, string>;
   body?: string | Buffer;
 }
 
 /** One received request. `tokenId` numbers the access token used; the token itself is never kept. */
-export interface RequestLogEntry {
+interface RequestLogEntry {
   method: string;
   path: string;
   /** Raw query string, with access_token, refresh_token, client_secret and code redacted. */

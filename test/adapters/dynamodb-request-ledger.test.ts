@@ -4,10 +4,8 @@
  */
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  DEDUP_TTL_ATTRIBUTE,
-  DynamoDbRequestLedger,
-} from '../../functions/adapters/dynamodb-request-ledger.ts';
+import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
+import { DEDUP_TTL_ATTRIBUTE } from '../../functions/shared/config.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
 import {
   type LocalDynamoDb,

@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Message } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -26,9 +24,10 @@ import {
   startLocalSqs,
   uniqueQueueName,
 } from '../support/local-sqs.ts';
+import { recorder } from '../support/observe.ts';
 
 let localSqs: LocalSqs;
-let output: string[];
+let observed: ReturnType<typeof recorder>;
 const running: Array<{ sim: MauticSimulator; source: SqsEventSource }> = [];
 
 beforeAll(async () => {
@@ -62,14 +61,7 @@ async function startRelay(options: {
   deadLetterQueueUrl?: string;
   concurrency?: number;
 }) {
-  output = [];
-  // Powertools writes INFO and metrics to stdout, WARN and ERROR to stderr: keep both.
-  for (const stream of [process.stdout, process.stderr]) {
-    vi.spyOn(stream, 'write').mockImplementation((chunk: string | Uint8Array) => {
-      output.push(String(chunk));
-      return true;
-    });
-  }
+  observed = recorder();
   const sim = await startMauticSimulator(options.sim);
   const { sqs } = localSqs;
   const pair = await createQueuePair(sqs, {
@@ -104,8 +96,8 @@ async function startRelay(options: {
       eventsQueueUrl: pair.queueUrl,
       deadLetterQueueUrl: options.deadLetterQueueUrl ?? pair.deadLetterQueueUrl,
     }),
-    logger: new Logger({ serviceName: 'batch-test' }),
-    metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'batch-test' }),
+    logger: observed.logger,
+    metrics: observed.metrics,
     clock: { now: () => Date.now() },
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
@@ -216,8 +208,8 @@ async function expectAccountedFor(
 }
 
 function expectNoTokenInOutput(tokens: string[]): void {
-  const text = output.join('');
-  expect(text).toContain('Mautic call');
+  const text = observed.text();
+  expect(observed.events('mautic_call').length).toBeGreaterThan(0);
   for (const token of tokens) expect(text).not.toContain(token);
 }
 
@@ -238,7 +230,7 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
       contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
     expectNoTokenInOutput(relay.tokenStore.tokensSeen);
-    expect(output.join('')).toContain('"EventsDelivered"');
+    expect(observed.metric('EventsDelivered')).toBeGreaterThan(0);
   });
 
   it('dead-letters per-item rejects and unreadable messages with a reason, and delivers the rest', async () => {
@@ -417,7 +409,7 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     expect(dead).toHaveLength(1);
     expect(JSON.parse(dead[0]?.Body ?? '{}')).toMatchObject({ action: 'edit', id: 424242 });
     expect(relay.reports.flatMap((r) => r.failed)).toHaveLength(2);
-    expect(output.join('')).toContain('Could not reach the dead-letter queue');
+    expect(observed.events('dead_letter_failed').length).toBeGreaterThan(0);
     await expectAccountedFor(relay, dead, (e) =>
       contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
@@ -442,8 +434,8 @@ function directHandler(
         return [];
       },
     },
-    logger: new Logger({ serviceName: 'batch-test', logLevel: 'SILENT' }),
-    metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'batch-test' }),
+    logger: recorder().logger,
+    metrics: recorder().metrics,
     clock: { now: () => Date.now() },
     sleep: async () => {},
     random: () => 0,
@@ -494,7 +486,6 @@ describe('batch handler, called directly', () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
     try {
       const delays: Array<[string[], number]> = [];
-      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
       const handler = directHandler(sim, sim.issueToken().accessToken, delays);
 
       const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
@@ -511,7 +502,6 @@ describe('batch handler, called directly', () => {
       faults: { seed: 1, latencyMs: { min: 5_000, max: 5_000 } },
     });
     try {
-      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
       const handler = directHandler(sim, sim.issueToken().accessToken, []);
 
       const response = await handler({ Records: sqsRecords(1) }, lambdaContext(4_000));
@@ -527,27 +517,23 @@ describe('batch handler, called directly', () => {
   it('publishes how many events were delivered, dead-lettered and left to the queue', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
     try {
-      const output: string[] = [];
-      vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-        output.push(String(chunk));
-        return true;
+      const seen = recorder();
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        logger: seen.logger,
+        metrics: seen.metrics,
       });
-      const handler = directHandler(sim, sim.issueToken().accessToken, []);
       const records = sqsRecords(3);
       records[2] = { ...records[2], body: 'not json' } as (typeof records)[number];
 
       const response = await handler({ Records: records }, lambdaContext(30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
-      const emf = output
-        .map((line) => JSON.parse(line) as Record<string, unknown>)
-        .find((line) => '_aws' in line);
-      expect(emf).toMatchObject({
-        EventsDelivered: 1,
-        EventsRejected: 1,
-        EventsRetried: 1,
-        MauticCalls: [1, 1],
-      });
+      expect({
+        EventsDelivered: seen.metric('EventsDelivered'),
+        EventsRejected: seen.metric('EventsRejected'),
+        EventsRetried: seen.metric('EventsRetried'),
+        MauticCalls: seen.metric('MauticCalls'),
+      }).toEqual({ EventsDelivered: 1, EventsRejected: 1, EventsRetried: 1, MauticCalls: 2 });
     } finally {
       await sim.close();
     }
@@ -556,14 +542,9 @@ describe('batch handler, called directly', () => {
   it('still reports rate-limited events as failures when the delay cannot be set, and logs it', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
     try {
-      const lines: string[] = [];
-      vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-        lines.push(String(chunk));
-        return true;
-      });
-      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+      const seen = recorder();
       const handler = directHandler(sim, sim.issueToken().accessToken, [], {
-        logger: new Logger({ serviceName: 'batch-test' }),
+        logger: seen.logger,
         queues: {
           deadLetter: async () => [],
           delay: async () => Promise.reject(new Error('AccessDenied')),
@@ -573,7 +554,9 @@ describe('batch handler, called directly', () => {
       const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
-      expect(lines.join('')).toContain('Could not delay rate-limited events');
+      expect(seen.events('delay_failed')).toEqual([
+        expect.objectContaining({ message: expect.stringContaining('Could not delay') }),
+      ]);
     } finally {
       await sim.close();
     }
@@ -582,7 +565,6 @@ describe('batch handler, called directly', () => {
   it('sets no delay when the rate-limit window has already reset', async () => {
     const sim = await startMauticSimulator();
     try {
-      vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
       sim.inject(
         { path: '/api/contacts/batch/new' },
         {

@@ -6,8 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_INGEST_LIMITS } from '../../functions/core/ingest.ts';
-import type { FetchLike } from '../../functions/core/mautic-http.ts';
+import type { FetchLike } from '../../functions/core/ports.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { UsageError } from '../../infra/cli/operator-commands.ts';
@@ -16,6 +15,7 @@ import { type HttpFront, startHttpFront } from '../../infra/local/http-front.ts'
 import {
   API_KEY,
   contact,
+  INGEST_LIMITS,
   type IngestBody,
   OTHER_SECRET,
   recordingQueue,
@@ -51,7 +51,7 @@ beforeAll(async () => {
       queue,
       clock: Date,
       newId: () => `generated-${++n}`,
-      limits: DEFAULT_INGEST_LIMITS,
+      limits: INGEST_LIMITS,
       logger: new Logger({ serviceName: 'send-test', logLevel: 'SILENT' }),
     }),
     functionTimeoutMs: 10_000,

@@ -8,7 +8,8 @@ import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
-import { type EventQueue, QueueUnavailableError } from '../../functions/core/ingest.ts';
+import { QueueUnavailableError } from '../../functions/core/ingest.ts';
+import type { EventQueue } from '../../functions/core/ports.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
 import {
   type LocalDynamoDb,

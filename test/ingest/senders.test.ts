@@ -10,11 +10,12 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
-import { DEFAULT_INGEST_LIMITS } from '../../functions/core/ingest.ts';
+
 import {
   API_KEY,
   contact,
   httpApiEvent,
+  INGEST_LIMITS,
   ingestHandler,
   NOW_SECONDS,
   recordingQueue,
@@ -106,7 +107,7 @@ describe('senders', () => {
   it('refuses an event for an entity outside ENTITIES with 422 at /entity, and queues nothing of the request', async () => {
     const queue = recordingQueue();
     const handle = ingestHandler(queue, {
-      limits: { ...DEFAULT_INGEST_LIMITS, entities: new Set(['contacts', 'companies']) },
+      limits: { ...INGEST_LIMITS, entities: new Set(['contacts', 'companies']) },
     });
     const mixed = JSON.stringify([
       contact(1),
@@ -155,10 +156,9 @@ describe('senders', () => {
       );
     };
 
-    for (const entity of DEFAULT_INGEST_LIMITS.entities)
-      expect((await send(entity)).status).toBe(202);
+    for (const entity of INGEST_LIMITS.entities) expect((await send(entity)).status).toBe(202);
     expect((await send('widgets')).status).toBe(422);
-    expect(queue.messages).toHaveLength(DEFAULT_INGEST_LIMITS.entities.size);
+    expect(queue.messages).toHaveLength(INGEST_LIMITS.entities.size);
   });
 });
 

@@ -7,7 +7,6 @@ import {
   startLocalDynamoDb,
 } from '../../infra/local/dynamodb-local.ts';
 import { loadLocalConfig } from '../../infra/local/local-stack.ts';
-import { silentLogger } from '../support/dedup.ts';
 
 describe('the local de-duplication store', () => {
   it('serves the real SDK on 127.0.0.1 and refuses connections once closed', async () => {
@@ -23,26 +22,27 @@ describe('the local de-duplication store', () => {
     await expect(fetch(endpoint)).rejects.toThrow();
   });
 
-  it('starts with a ledger on its table when the window is set, and none when it is 0', async () => {
-    const on = await startDedupStore(60, silentLogger);
-    const off = await startDedupStore(0, silentLogger);
+  it('starts with its table when the window is set, and nothing when it is 0', async () => {
+    const on = await startDedupStore(60);
+    const off = await startDedupStore(0);
     try {
-      expect(on.ledger).toBeDefined();
       expect(on.description).toMatch(
         /^dynalite at http:\/\/127\.0\.0\.1:\d+, request ids kept 60 s$/,
       );
-      const outcome = await on.ledger?.once(
-        { key: 'webhook:x', bodyHash: 'h' },
-        async () => ({ status: 202, body: '{}', remember: true }),
-        { remainingTimeMs: 1_000, requestId: 'r' },
+      expect(on.tableName).toBe(LOCAL_DEDUP_TABLE);
+      const table = await on.client?.send(
+        new DescribeTableCommand({ TableName: LOCAL_DEDUP_TABLE }),
       );
-      expect(outcome?.kind).toBe('accepted');
-      expect(off).toMatchObject({ ledger: undefined, description: 'off (DEDUP_WINDOW_SECONDS=0)' });
+      expect(table?.Table?.TableStatus).toBe('ACTIVE');
+      expect(off).toMatchObject({
+        client: undefined,
+        tableName: undefined,
+        description: 'off (DEDUP_WINDOW_SECONDS=0)',
+      });
     } finally {
       await on.close();
       await off.close();
     }
-    expect(LOCAL_DEDUP_TABLE).toBe('mautic-relay-dedup');
   });
 
   it('reads DEDUP_WINDOW_SECONDS and ENTITIES for npm start, with the contract defaults', () => {

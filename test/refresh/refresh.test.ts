@@ -1,7 +1,6 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
@@ -376,10 +375,7 @@ describe('forced runs and writes', () => {
     });
     now += 3_000_000;
 
-    const outcome = await handler({}, {
-      awsRequestId: 'r',
-      getRemainingTimeInMillis: () => 30_000,
-    } as unknown as Context);
+    const outcome = await handler({});
 
     expect(outcome).toEqual({ action: 'none', why: 'superseded' });
     expect(stored(ids)).toEqual(fromAuthorize);

@@ -9,7 +9,7 @@ import { type LocalDynamoDb, startLocalDynamoDb } from '../../infra/local/dynamo
 
 export { type LocalDynamoDb, startLocalDynamoDb };
 
-export const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () => {} };
+const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
 /** A logger that keeps every line, serialised, to look for what must not be logged. */
 export function recordingLogger(): Logger & { lines: string[] } {

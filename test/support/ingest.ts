@@ -4,21 +4,27 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import {
-  DEFAULT_INGEST_LIMITS,
-  type EventQueue,
-  type IngestLimits,
-  type OutgoingMessage,
-  QueueUnavailableError,
-} from '../../functions/core/ingest.ts';
-import type { Clock } from '../../functions/core/mautic-http.ts';
-import type { RequestLedger } from '../../functions/core/request-ledger.ts';
+import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
+import type {
+  Clock,
+  EventQueue,
+  OutgoingMessage,
+  RequestLedger,
+} from '../../functions/core/ports.ts';
 import {
   parseCredentials,
   parseWebhookSecret,
   signWebhook,
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
+import { DEFAULT_ENTITIES, DEFAULTS } from '../../functions/shared/config.ts';
+
+/** The ingest's default limits. */
+export const INGEST_LIMITS: IngestLimits = {
+  maxBodyBytes: DEFAULTS.maxBodyBytes,
+  maxEvents: DEFAULTS.maxEventsPerRequest,
+  entities: new Set(DEFAULT_ENTITIES),
+};
 
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
 export const NOW_SECONDS = NOW / 1000;
@@ -147,7 +153,7 @@ export function ingestHandler(
       let n = 0;
       return () => `generated-${++n}`;
     })(),
-    limits: options.limits ?? DEFAULT_INGEST_LIMITS,
+    limits: options.limits ?? INGEST_LIMITS,
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {

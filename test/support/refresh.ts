@@ -3,11 +3,11 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { Context } from 'aws-lambda';
 import { vi } from 'vitest';
-import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
-import type { RefreshOutcome, UnsavedWrite } from '../../functions/core/token-refresh.ts';
+import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
-import { createRefreshHandler } from '../../functions/refresh/handler.ts';
+import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
+import { DEFAULTS } from '../../functions/shared/config.ts';
 import type { MauticSimulator } from '../../infra/local/mautic-simulator.ts';
 import type { SecretsManagerFake } from '../../infra/local/secrets-manager-fake.ts';
 
@@ -98,26 +98,29 @@ export function refresher(
   client: SecretsManagerClient,
   ids: { clientSecretId: string; tokenSecretId: string },
   now: () => number,
-  options: {
-    refreshTokenLifetimeSeconds?: number;
-    unsaved?: { value: UnsavedWrite | undefined };
-  } = {},
+  options: { refreshTokenLifetimeSeconds?: number } = {},
 ) {
-  const handler = createRefreshHandler({
-    vault: new SecretsManagerTokenVault(client, ids),
-    granterFor: (credential) =>
-      new MauticOAuthClient({ ...credential, fetch, clock: { now }, timeoutMs: 2_000 }),
-    clock: { now },
-    logger: new Logger({ serviceName: 'refresh-test' }),
-    metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
-    refreshAheadSeconds: 900,
-    refreshTokenLifetimeSeconds: options.refreshTokenLifetimeSeconds ?? 1_209_600,
-    unsaved: options.unsaved ?? { value: undefined },
-  });
+  // Through the function's own composition root, so its Powertools middlewares (metrics flush,
+  // log context) are part of what the tests see.
+  const handler = buildRefreshHandler(
+    {
+      ...ids,
+      refreshAheadSeconds: DEFAULTS.refreshAheadSeconds,
+      refreshTokenLifetimeSeconds:
+        options.refreshTokenLifetimeSeconds ?? DEFAULTS.refreshTokenLifetimeSeconds,
+      mauticTimeoutMs: 2_000,
+    },
+    {
+      secrets: client,
+      logger: new Logger({ serviceName: 'refresh-test' }),
+      metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
+      clock: { now },
+    },
+  );
   const context = {
     awsRequestId: 'r',
     functionName: 'refresh',
     getRemainingTimeInMillis: () => 30_000,
   } as unknown as Context;
-  return (event: unknown) => handler(event, context) as Promise<RefreshOutcome>;
+  return (event: unknown): Promise<RefreshOutcome> => handler(event, context);
 }

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 
 /** Everything an error could show: name, message, stack, own fields and its cause chain. */
-export function everythingShownBy(error: unknown, depth = 0): string {
+function everythingShownBy(error: unknown, depth = 0): string {
   if (depth > 5 || error === undefined || error === null) return '';
   if (!(error instanceof Error)) return String(error);
   const own = Object.entries(error)

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { requestIdentity } from '../../functions/core/request-ledger.ts';
+import { requestIdentity } from '../../functions/core/request-identity.ts';
 import { parseApiKey } from '../../functions/core/webhook-auth.ts';
 
 const body = new TextEncoder().encode('{"entity":"contacts"}');

@@ -1,0 +1,64 @@
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import type { Metrics } from '@aws-lambda-powertools/metrics';
+import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import middy from '@middy/core';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
+import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery.ts';
+import { MauticApiClient } from '../core/mautic-api.ts';
+import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
+import type { BatchConfig } from '../shared/config.ts';
+import { createBatchHandler } from './handler.ts';
+
+/** What the batch function talks to: in Lambda the AWS clients, locally the stand-ins. */
+export interface BatchEdges {
+  secrets: SecretsManagerClient;
+  sqs: SQSClient;
+  /** The token refresher: a Lambda invoke in the cloud, a function call locally. */
+  refresher: RefreshRequester;
+  logger: Logger;
+  metrics: Metrics;
+  fetch?: FetchLike;
+  clock?: Clock;
+}
+
+/**
+ * The batch function's composition root: validated configuration and the edges in, the Lambda
+ * handler out. `index.ts` (Lambda) and the local stack both build the function with it.
+ */
+export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdges) {
+  const clock = edges.clock ?? Date;
+  const handler = createBatchHandler({
+    api: new MauticApiClient({
+      baseUrl: config.mauticBaseUrl,
+      fetch: edges.fetch ?? fetch,
+      timeoutMs: config.mauticTimeoutMs,
+    }),
+    tokens: new SecretsManagerTokenStore(edges.secrets, config.tokenSecretId, {
+      cacheMs: config.tokenCacheSeconds * 1000,
+      clock,
+    }),
+    refresher: edges.refresher,
+    queues: new SqsDeliveryQueues(edges.sqs, config),
+    logger: edges.logger,
+    metrics: edges.metrics,
+    clock,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    random: Math.random,
+    // Lives as long as the container, like Mautic's limit it learned.
+    learnedLimit: { value: undefined },
+    options: {
+      ...DEFAULT_DELIVERY_OPTIONS,
+      batchSize: config.batchSize,
+      concurrency: config.deliveryConcurrency,
+      maxDelaySeconds: config.maxDelaySeconds,
+    },
+  });
+  return middy<SQSEvent, SQSBatchResponse, Error, Context>(handler)
+    .use(injectLambdaContext(edges.logger))
+    .use(logMetrics(edges.metrics));
+}
