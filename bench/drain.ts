@@ -116,6 +116,7 @@ async function drain(): Promise<DrainResult> {
     const clock = { now: () => Date.now() };
     const batch = createBatchHandler({
       api: new MauticApiClient({ baseUrl: sim.url, fetch }),
+      retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 1000 },
       tokens: new SecretsManagerTokenStore(secrets, tokenSecretId, {
         cacheMs: TOKEN_CACHE_MS,
         clock,

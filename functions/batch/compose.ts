@@ -14,6 +14,8 @@ import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
 import type { BatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
 
+const LAMBDA_MAX_TIMEOUT_MS = 900_000;
+
 /** What the batch function talks to: in Lambda the AWS clients, locally the stand-ins. */
 export interface BatchEdges {
   secrets: SecretsManagerClient;
@@ -36,7 +38,9 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     api: new MauticApiClient({
       baseUrl: config.mauticBaseUrl,
       fetch: edges.fetch ?? fetch,
-      timeoutMs: config.mauticTimeoutMs,
+      // Without a setting, calls are bounded by the invocation's deadline (the handler aborts
+      // them at its margin), so the longest Lambda timeout is only an outer bound.
+      timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
     }),
     tokens: new SecretsManagerTokenStore(edges.secrets, config.tokenSecretId, {
       cacheMs: config.tokenCacheSeconds * 1000,
@@ -44,6 +48,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     }),
     refresher: edges.refresher,
     queues: new SqsDeliveryQueues(edges.sqs, config),
+    retry: config.retry,
     logger: edges.logger,
     metrics: edges.metrics,
     clock,

@@ -1,12 +1,13 @@
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
 import { type DeliveryDeps, type DeliveryOptions, deliverChunks } from '../core/delivery.ts';
-import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
+import { type RetryPolicy, readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
 import type { DeliveryQueues } from '../core/ports.ts';
 
 /** Everything the batch handler talks to; `compose.ts` builds the real ones. */
 export interface BatchHandlerDeps extends DeliveryDeps {
   queues: DeliveryQueues;
+  retry: RetryPolicy;
   options: DeliveryOptions & {
     /** Longest visibility delay after a 429 (SQS allows 12 hours). */
     maxDelaySeconds: number;
@@ -31,7 +32,7 @@ export type BatchHandler = (
 export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
   return async (event, context) => {
     const { deadline, options, signal } = timing(context.getRemainingTimeInMillis(), deps);
-    const read = readMessages(event.Records);
+    const read = readMessages(event.Records, deps.retry.maxReceiveCount);
     const outcomes = await deliverChunks(
       planBatches(read.incoming, options.batchSize),
       deadline,
@@ -42,6 +43,8 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
     const settled = settleBatch(event.Records, read, outcomes, {
       now: deps.clock.now(),
       maxDelaySeconds: options.maxDelaySeconds,
+      policy: deps.retry,
+      random: deps.random,
     });
     const notDeadLettered = await deadLetter(settled, deps);
     await delay(settled, deps);
@@ -94,14 +97,18 @@ async function deadLetter(
   return notSent;
 }
 
-/** Hides rate-limited messages until Mautic's window resets, so they do not come back early. */
+/**
+ * Hides each retried message for its backoff (or until Mautic's rate-limit window resets), so a
+ * failure that is not the event's own spends time, not receives. A delay that cannot be set
+ * leaves the queue's own visibility timeout.
+ */
 async function delay(settled: Settlement<SQSRecord>, { queues, logger }: BatchHandlerDeps) {
   for (const { seconds, messages } of settled.delays) {
     const failed = await queues
       .delay(messages, seconds)
       .catch(() => messages.map((message) => message.messageId));
     if (failed.length > 0) {
-      logger.warn('Could not delay rate-limited events; they return after the visibility timeout', {
+      logger.warn('Could not delay retried events; they return after the visibility timeout', {
         event: 'delay_failed',
         count: failed.length,
       });

@@ -2,6 +2,7 @@ import type { Chunk, PlannedItem } from './batch-plan.ts';
 import {
   MauticAuthError,
   MauticBatchLimitError,
+  MauticError,
   MauticPermanentError,
   MauticRateLimitError,
   MauticResponseError,
@@ -22,8 +23,11 @@ export type MessageOutcome =
   | { kind: 'delivered'; status: number; id: number }
   /** Refused for good: the message goes to the dead-letter queue with this reason. */
   | { kind: 'rejected'; reason: string; status?: number; message: string }
-  /** Try again later through the queue, not before `notBefore` (epoch ms) when set. */
-  | { kind: 'retry'; reason: string; notBefore?: number };
+  /**
+   * Try again later through the queue, not before `notBefore` (epoch ms) when set. `status` and
+   * `message` tell the last failure, for the dead letter if the retry horizon runs out.
+   */
+  | { kind: 'retry'; reason: string; notBefore?: number; status?: number; message?: string };
 
 /** Tunables of one delivery run. */
 export interface DeliveryOptions {
@@ -231,6 +235,8 @@ class DeliveryRun {
         kind: 'retry',
         reason: 'rate_limited',
         notBefore: this.#rateLimitedUntil,
+        status: 429,
+        message: describe(error),
       });
       return 'done';
     }
@@ -280,7 +286,14 @@ class DeliveryRun {
     const backoff = this.#backoff(attempt);
     const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
     if (aborted || attempt >= this.#options.maxAttempts || !this.#timeFor(backoff)) {
-      this.#settle(items, { kind: 'retry', reason });
+      this.#settle(items, {
+        kind: 'retry',
+        reason,
+        ...(error instanceof MauticError && error.status !== undefined
+          ? { status: error.status }
+          : {}),
+        message: describe(error),
+      });
       return 'done';
     }
     await this.#deps.sleep(backoff);

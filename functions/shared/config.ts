@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ENTITY_PATTERN } from '../core/events.ts';
+import { type RetryPolicy, receivesForHorizon } from '../core/outcomes.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
 export const ENV = {
@@ -25,6 +26,10 @@ export const ENV = {
   ENTITIES: 'ENTITIES',
   DEDUP_WINDOW_SECONDS: 'DEDUP_WINDOW_SECONDS',
   DEDUP_TABLE_NAME: 'DEDUP_TABLE_NAME',
+  RETRY_BASE_SECONDS: 'RETRY_BASE_SECONDS',
+  RETRY_MAX_DELAY_SECONDS: 'RETRY_MAX_DELAY_SECONDS',
+  RETRY_HORIZON_SECONDS: 'RETRY_HORIZON_SECONDS',
+  MAX_RECEIVE_COUNT: 'MAX_RECEIVE_COUNT',
 } as const;
 
 /**
@@ -46,7 +51,49 @@ export const DEFAULTS = Object.freeze({
   refreshTokenLifetimeSeconds: 1_209_600,
   /** How long a request id is remembered (contract §1.3): a day. */
   dedupWindowSeconds: 86_400,
+  retryBaseSeconds: 30,
+  retryMaxDelaySeconds: 900,
+  /** A day, like EventBridge's retry limit. */
+  retryHorizonSeconds: 86_400,
 });
+
+/**
+ * The longest retry horizon: SQS keeps a message at most 14 days from when it was sent, and a
+ * day is left for events that wait in a backlog before their first receive.
+ */
+export const MAX_RETRY_HORIZON_SECONDS = 13 * 86_400;
+/** SQS's largest maxReceiveCount. */
+const MAX_RECEIVE_COUNT_LIMIT = 1000;
+
+/**
+ * The retry policy from its three settings and an optional `maxReceiveCount`, which by default
+ * is the smallest that cannot cut a retry short (`receivesForHorizon`). Throws a `ConfigError`
+ * when the settings need more receives than SQS allows, or a given count is too small.
+ */
+export function retryPolicy(settings: {
+  baseSeconds: number;
+  maxDelaySeconds: number;
+  horizonSeconds: number;
+  maxReceiveCount?: number | undefined;
+}): RetryPolicy {
+  const needed = receivesForHorizon(settings);
+  if (needed > MAX_RECEIVE_COUNT_LIMIT) {
+    throw new ConfigError(
+      `Invalid configuration: the retry horizon of ${settings.horizonSeconds} s needs ${needed} receives with delays of at most ${settings.maxDelaySeconds} s, more than SQS's ${MAX_RECEIVE_COUNT_LIMIT}: raise ${ENV.RETRY_MAX_DELAY_SECONDS} or lower ${ENV.RETRY_HORIZON_SECONDS}`,
+    );
+  }
+  if (settings.maxReceiveCount !== undefined && settings.maxReceiveCount < needed) {
+    throw new ConfigError(
+      `Invalid configuration: ${ENV.MAX_RECEIVE_COUNT} must be at least ${needed} for these retry settings, or unset to derive it`,
+    );
+  }
+  return {
+    baseSeconds: settings.baseSeconds,
+    maxDelaySeconds: settings.maxDelaySeconds,
+    horizonSeconds: settings.horizonSeconds,
+    maxReceiveCount: settings.maxReceiveCount ?? needed,
+  };
+}
 
 /**
  * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
@@ -117,10 +164,16 @@ const batchSchema = z.object({
   [ENV.REFRESH_FUNCTION_NAME]: required,
   [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
   [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
+  // Unset: a Mautic call may take the invocation's time less its deadline margin (a slow Mautic
+  // takes many seconds for 200 contacts; a fixed 10 s would retry, or doubt, calls that worked).
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
   [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
   [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
+  [ENV.RETRY_BASE_SECONDS]: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
+  [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
+  [ENV.RETRY_HORIZON_SECONDS]: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
+  [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
 });
 
 /** The batch function's configuration. */
@@ -132,9 +185,11 @@ export interface BatchConfig {
   refreshFunctionName: string;
   batchSize: number;
   deliveryConcurrency: number;
-  mauticTimeoutMs: number;
+  /** Per Mautic call; unset, calls are bounded by the invocation's deadline only. */
+  mauticTimeoutMs: number | undefined;
   tokenCacheSeconds: number;
   maxDelaySeconds: number;
+  retry: RetryPolicy;
 }
 
 /**
@@ -156,6 +211,12 @@ export function loadBatchConfig(
     mauticTimeoutMs: values.MAUTIC_TIMEOUT_MS,
     tokenCacheSeconds: values.TOKEN_CACHE_SECONDS,
     maxDelaySeconds: values.MAX_DELAY_SECONDS,
+    retry: retryPolicy({
+      baseSeconds: values.RETRY_BASE_SECONDS,
+      maxDelaySeconds: values.RETRY_MAX_DELAY_SECONDS,
+      horizonSeconds: values.RETRY_HORIZON_SECONDS,
+      maxReceiveCount: values.MAX_RECEIVE_COUNT,
+    }),
   });
 }
 

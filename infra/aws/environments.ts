@@ -1,7 +1,11 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { z } from 'zod';
 import { ENTITY_PATTERN } from '../../functions/core/events.ts';
-import { MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
+import {
+  MAX_DEDUP_WINDOW_SECONDS,
+  MAX_RETRY_HORIZON_SECONDS,
+  retryPolicy,
+} from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
 const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
@@ -26,8 +30,24 @@ const settingsSchema = z.strictObject({
   batchingWindowSeconds: z.number().int().min(0).max(300),
   /** Concurrent batch invocations toward Mautic (the mapping's maximumConcurrency, 2–1000). */
   maxConcurrency: z.number().int().min(2).max(1000),
-  /** Receives before the dead-letter queue; AWS advises at least 5. */
-  maxReceiveCount: z.number().int().min(5).max(1000),
+  /** First delay before a failed event comes back (contract §2 `RETRY_BASE_SECONDS`). */
+  retryBaseSeconds: z.number().int().min(1).max(43_200),
+  /** Longest delay between two tries (`RETRY_MAX_DELAY_SECONDS`). */
+  retryMaxDelaySeconds: z.number().int().min(1).max(43_200),
+  /** How long an event is retried before it is dead-lettered (`RETRY_HORIZON_SECONDS`), in hours. */
+  retryHorizonHours: z
+    .number()
+    .positive()
+    .max(MAX_RETRY_HORIZON_SECONDS / 3600),
+  /**
+   * Keep the queues (with their events) and the secrets when the stack is deleted or they are
+   * replaced. Only an environment whose data may be lost (a developer's) should say false.
+   */
+  retainData: z.boolean(),
+  /**
+   * The batch function's timeout. A Mautic call may take the whole of it less a few seconds'
+   * margin, so give a slow Mautic (many seconds per 200 contacts) a minute or more.
+   */
   batchTimeoutSeconds: z.number().int().min(10).max(900),
   /**
    * How often the refresher runs, as an EventBridge rate of 1 to 10 minutes: tokens are renewed
@@ -66,8 +86,6 @@ const settingsSchema = z.strictObject({
   ]),
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
-  /** What deleting the stack does to the de-duplication table: keep it (prod) or delete it. */
-  dedupTableRemoval: z.enum(['retain', 'destroy']),
 });
 export type EnvironmentSettings = z.output<typeof settingsSchema>;
 
@@ -102,6 +120,17 @@ export function environmentSettings(
   if (result.data.batchSize > 10 && result.data.batchingWindowSeconds < 1) {
     throw new Error(
       `Invalid settings for environment "${name}": batchSize above 10 needs batchingWindowSeconds of at least 1`,
+    );
+  }
+  try {
+    retryPolicy({
+      baseSeconds: result.data.retryBaseSeconds,
+      maxDelaySeconds: result.data.retryMaxDelaySeconds,
+      horizonSeconds: Math.round(result.data.retryHorizonHours * 3600),
+    });
+  } catch (error) {
+    throw new Error(
+      `Invalid settings for environment "${name}": retryHorizonHours, retryMaxDelaySeconds: ${(error as Error).message}`,
     );
   }
   return { ...result.data, name };

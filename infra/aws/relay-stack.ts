@@ -27,6 +27,7 @@ import {
   DEDUP_TABLE_KEY,
   DEDUP_TTL_ATTRIBUTE,
   ENV,
+  retryPolicy,
   secretNames,
 } from '../../functions/shared/config.ts';
 import type { EnvironmentSettings } from './environments.ts';
@@ -64,20 +65,38 @@ export class RelayStack extends Stack {
     const logRetention = settings.logRetentionDays;
     const common = { metricsNamespace: namespace, logRetention, logLevel: settings.logLevel };
 
-    // Queues: SSE and TLS only. The dead-letter queue keeps messages longer than the events
-    // queue, because a message keeps its first enqueue time when it is moved there.
+    // What the stack's deletion, or a replacement, does to the data: queues and secrets are kept
+    // unless the environment's settings let them go.
+    const dataPolicy = settings.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+    // Failures that are not the events' own are retried for a horizon of time, not a number of
+    // receives; the queue's maxReceiveCount is derived from it and is only a backstop (for
+    // receives the function never settles, e.g. crashes). Throws, naming the setting, when the
+    // horizon needs more receives than SQS allows.
+    const retry = retryPolicy({
+      baseSeconds: settings.retryBaseSeconds,
+      maxDelaySeconds: settings.retryMaxDelaySeconds,
+      horizonSeconds: Math.round(settings.retryHorizonHours * 3600),
+    });
+
+    // Queues: SSE and TLS only. The events queue keeps an event a day beyond its retry horizon
+    // (at least the SQS default of 4 days), so a backlog cannot outlive it; the dead-letter
+    // queue keeps messages the longest SQS allows.
     this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
+      removalPolicy: dataPolicy,
     });
     this.eventsQueue = new sqs.Queue(this, 'EventsQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
-      retentionPeriod: Duration.days(4),
+      retentionPeriod: Duration.seconds(
+        Math.min(14 * 86_400, Math.max(4 * 86_400, retry.horizonSeconds + 86_400)),
+      ),
       // AWS: at least 6 times the function timeout, so retries inside it never overlap a redelivery.
       visibilityTimeout: Duration.seconds(6 * settings.batchTimeoutSeconds),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: settings.maxReceiveCount },
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: retry.maxReceiveCount },
+      removalPolicy: dataPolicy,
     });
 
     // Secrets. The client and token secrets start as `{}`: `credentials` and the refresher (or
@@ -87,11 +106,13 @@ export class RelayStack extends Stack {
       description:
         'Mautic OAuth2 credential (written with "npx mautic-relay credentials"; read by the refresher only)',
       secretStringValue: SecretValue.unsafePlainText('{}'),
+      removalPolicy: dataPolicy,
     });
     const tokenSecret = new secretsmanager.Secret(this, 'TokenSecret', {
       secretName: names.token,
       description: 'Mautic tokens (written by the refresher only; read by the batch function)',
       secretStringValue: SecretValue.unsafePlainText('{}'),
+      removalPolicy: dataPolicy,
     });
     const webhookSecret = new secretsmanager.Secret(this, 'WebhookSecret', {
       secretName: names.webhook,
@@ -105,6 +126,7 @@ export class RelayStack extends Stack {
         excludePunctuation: true,
         includeSpace: false,
       },
+      removalPolicy: dataPolicy,
     });
 
     this.refresh = new RelayFunction(this, 'Refresh', {
@@ -146,6 +168,9 @@ export class RelayStack extends Stack {
       name: 'batch',
       serviceName: 'batch',
       timeout: batchTimeout,
+      // At least the event source's maximum concurrency: an account-wide throttle must not make
+      // the mapping's invokes fail, each failure costing every event of the batch a receive.
+      reservedConcurrentExecutions: settings.maxConcurrency,
       environment: {
         [ENV.MAUTIC_BASE_URL]: settings.mauticBaseUrl,
         [ENV.TOKEN_SECRET_ID]: tokenSecret.secretArn,
@@ -153,6 +178,10 @@ export class RelayStack extends Stack {
         [ENV.DEAD_LETTER_QUEUE_URL]: this.deadLetterQueue.queueUrl,
         [ENV.REFRESH_FUNCTION_NAME]: this.refresh.function.functionName,
         [ENV.BATCH_SIZE]: String(settings.batchSize),
+        [ENV.RETRY_BASE_SECONDS]: String(retry.baseSeconds),
+        [ENV.RETRY_MAX_DELAY_SECONDS]: String(retry.maxDelaySeconds),
+        [ENV.RETRY_HORIZON_SECONDS]: String(retry.horizonSeconds),
+        [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
       },
     });
     // The event source grants the batch role Receive, Delete, ChangeMessageVisibility,
@@ -191,8 +220,7 @@ export class RelayStack extends Stack {
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: DEDUP_TTL_ATTRIBUTE,
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
-      removalPolicy:
-        settings.dedupTableRemoval === 'retain' ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+      removalPolicy: dataPolicy,
     });
 
     this.ingest = new RelayFunction(this, 'Ingest', {

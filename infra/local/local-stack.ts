@@ -18,6 +18,8 @@ import {
   loadBatchConfig,
   loadIngestConfig,
   loadRefreshConfig,
+  MAX_RETRY_HORIZON_SECONDS,
+  retryPolicy,
   secretNames,
 } from '../../functions/shared/config.ts';
 import { startDedupStore } from './dynamodb-local.ts';
@@ -45,7 +47,11 @@ const localSchema = z
     INGEST_API_KEYS: commaList,
     BATCH_SIZE: integer(1, 200, DEFAULTS.batchSize),
     BATCH_WINDOW_SECONDS: integer(0, 300, 1),
-    MAX_RECEIVE_COUNT: integer(1, 1000, 5),
+    // Unset: derived from the retry settings (contract §3), as the stack derives it.
+    MAX_RECEIVE_COUNT: integer(1, 1000, 0).transform((value) => value || undefined),
+    RETRY_BASE_SECONDS: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
+    RETRY_MAX_DELAY_SECONDS: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
+    RETRY_HORIZON_SECONDS: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
     MAX_CONCURRENCY: integer(1, 20, 2),
     VISIBILITY_TIMEOUT_SECONDS: integer(1, 43_200, 30),
     BATCH_TIMEOUT_SECONDS: integer(1, 900, 10),
@@ -121,6 +127,12 @@ async function start(
   // Metrics are the cloud's business; locally the line logger tells what happened.
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   const metrics = new Metrics({ namespace: 'MauticBatchRelay/local', serviceName: 'local' });
+  const retry = retryPolicy({
+    baseSeconds: config.RETRY_BASE_SECONDS,
+    maxDelaySeconds: config.RETRY_MAX_DELAY_SECONDS,
+    horizonSeconds: config.RETRY_HORIZON_SECONDS,
+    maxReceiveCount: config.MAX_RECEIVE_COUNT,
+  });
   const localAws = {
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
@@ -177,7 +189,7 @@ async function start(
   });
   const queues = await createQueuePair(sqs, {
     name: 'mautic-relay-events',
-    maxReceiveCount: config.MAX_RECEIVE_COUNT,
+    maxReceiveCount: retry.maxReceiveCount,
     visibilityTimeoutSeconds: config.VISIBILITY_TIMEOUT_SECONDS,
   });
 
@@ -214,6 +226,10 @@ async function start(
       [ENV.REFRESH_FUNCTION_NAME]: 'local-refresher',
       [ENV.BATCH_SIZE]: String(config.BATCH_SIZE),
       [ENV.TOKEN_CACHE_SECONDS]: String(config.TOKEN_CACHE_SECONDS),
+      [ENV.RETRY_BASE_SECONDS]: String(config.RETRY_BASE_SECONDS),
+      [ENV.RETRY_MAX_DELAY_SECONDS]: String(config.RETRY_MAX_DELAY_SECONDS),
+      [ENV.RETRY_HORIZON_SECONDS]: String(config.RETRY_HORIZON_SECONDS),
+      [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
     }),
     {
       secrets,
@@ -278,7 +294,7 @@ async function start(
     `  Mautic:        ${simulator ? `${credential.baseUrl} (embedded simulator)` : credential.baseUrl}`,
   );
   print(
-    `  queues:        fauxqs, batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s, dead letters after ${config.MAX_RECEIVE_COUNT} receives`,
+    `  queues:        fauxqs, batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s; failures retried for ${retry.horizonSeconds} s (delays ${retry.baseSeconds}–${retry.maxDelaySeconds} s, at most ${retry.maxReceiveCount} receives)`,
   );
   print(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,

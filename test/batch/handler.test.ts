@@ -96,6 +96,13 @@ async function startRelay(options: {
       eventsQueueUrl: pair.queueUrl,
       deadLetterQueueUrl: options.deadLetterQueueUrl ?? pair.deadLetterQueueUrl,
     }),
+    // Compressed: failed events come back after a second, as the queue's own timeout would.
+    retry: {
+      baseSeconds: 1,
+      maxDelaySeconds: 1,
+      horizonSeconds: 3600,
+      maxReceiveCount: options.maxReceiveCount ?? 5,
+    },
     logger: observed.logger,
     metrics: observed.metrics,
     clock: { now: () => Date.now() },
@@ -427,6 +434,7 @@ function directHandler(
     api: new MauticApiClient({ baseUrl: sim.url, fetch }),
     tokens: { accessToken: async () => accessToken },
     refresher: { requestRefresh: async () => {} },
+    retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 1000 },
     queues: {
       deadLetter: async () => [],
       delay: async (messages, seconds) => {
@@ -562,7 +570,7 @@ describe('batch handler, called directly', () => {
     }
   });
 
-  it('sets no delay when the rate-limit window has already reset', async () => {
+  it('waits only the backoff when the rate-limit window has already reset', async () => {
     const sim = await startMauticSimulator();
     try {
       sim.inject(
@@ -581,7 +589,8 @@ describe('batch handler, called directly', () => {
       )({ Records: sqsRecords(1) }, lambdaContext(30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
-      expect(delays).toEqual([]);
+      // The policy's backoff (1 s here), not a wait for a reset that is past.
+      expect(delays).toEqual([[['m0'], 1]]);
     } finally {
       await sim.close();
     }

@@ -1,11 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import type { MessageOutcome } from '../../functions/core/delivery.ts';
-import { readMessages, settleBatch } from '../../functions/core/outcomes.ts';
+import {
+  type RetryPolicy,
+  readMessages,
+  receivesForHorizon,
+  retryDelaySeconds,
+  settleBatch,
+} from '../../functions/core/outcomes.ts';
 import type { QueuedMessage } from '../../functions/core/ports.ts';
+import { ConfigError, DEFAULTS, retryPolicy } from '../../functions/shared/config.ts';
 
 const NOW = Date.parse('2026-11-24T12:00:00Z');
 
-function message(n: number, body?: string): QueuedMessage {
+const POLICY: RetryPolicy = {
+  baseSeconds: 30,
+  maxDelaySeconds: 900,
+  horizonSeconds: 86_400,
+  maxReceiveCount: 200,
+};
+
+function message(n: number, body?: string, receives = 1, firstReceivedAt = NOW): QueuedMessage {
   return {
     messageId: `m${n}`,
     receiptHandle: `rh${n}`,
@@ -20,7 +34,10 @@ function message(n: number, body?: string): QueuedMessage {
         action: 'create',
         data: { email: `c${n}@example.com` },
       }),
-    attributes: { ApproximateReceiveCount: '1' },
+    attributes: {
+      ApproximateReceiveCount: String(receives),
+      ApproximateFirstReceiveTimestamp: String(firstReceivedAt),
+    },
     messageAttributes: {},
   };
 }
@@ -28,9 +45,16 @@ function message(n: number, body?: string): QueuedMessage {
 const settle = (
   messages: QueuedMessage[],
   outcomes: Array<[string, MessageOutcome]>,
-  maxDelaySeconds = 900,
-) =>
-  settleBatch(messages, readMessages(messages), new Map(outcomes), { now: NOW, maxDelaySeconds });
+  options: { maxDelaySeconds?: number; random?: number; policy?: RetryPolicy } = {},
+) => {
+  const policy = options.policy ?? POLICY;
+  return settleBatch(messages, readMessages(messages, policy.maxReceiveCount), new Map(outcomes), {
+    now: NOW,
+    maxDelaySeconds: options.maxDelaySeconds ?? 3600,
+    policy,
+    random: () => options.random ?? 0,
+  });
+};
 
 describe('readMessages', () => {
   it('reads events and turns unreadable bodies into invalid_event dead letters', () => {
@@ -73,7 +97,7 @@ describe('settleBatch', () => {
     });
     expect(settled.retry.map((m) => m.messageId)).toEqual(['m2']);
     expect(settled.retryReasons).toEqual({ mautic_server_error: 1 });
-    expect(settled.delays).toEqual([]);
+    expect(settled.delays).toEqual([{ seconds: 15, messages: [messages[2]] }]);
   });
 
   it('retries a message delivery never reached, and never acknowledges it', () => {
@@ -85,8 +109,27 @@ describe('settleBatch', () => {
     expect(settled.deadLetters).toEqual([]);
   });
 
-  it('delays rate-limited messages until the reset, grouped by seconds and capped', () => {
-    const messages = [message(0), message(1), message(2), message(3)];
+  it('hides each retried message for its backoff: half a step plus jitter, doubling per receive, capped', () => {
+    const messages = [1, 2, 3, 6, 12].map((receives, n) => message(n, undefined, receives));
+    const retryAll = messages.map((m): [string, MessageOutcome] => [
+      m.messageId,
+      { kind: 'retry', reason: 'mautic_server_error' },
+    ]);
+
+    const low = settle(messages, retryAll, { random: 0 });
+    const high = settle(messages, retryAll, { random: 0.999 });
+
+    const seconds = (settled: typeof low) =>
+      messages.map(
+        (m) => settled.delays.find((d) => d.messages.includes(m))?.seconds ?? Number.NaN,
+      );
+    // Steps 30, 60, 120, 960→900, capped: the delay is in [step/2, step].
+    expect(seconds(low)).toEqual([15, 30, 60, 450, 450]);
+    expect(seconds(high)).toEqual([30, 60, 120, 900, 900]);
+  });
+
+  it('waits for a rate-limit reset when it is later than the backoff, capped at maxDelaySeconds', () => {
+    const messages = [message(0), message(1), message(2)];
     const at = (seconds: number): MessageOutcome => ({
       kind: 'retry',
       reason: 'rate_limited',
@@ -96,18 +139,92 @@ describe('settleBatch', () => {
     const settled = settle(
       messages,
       [
-        ['m0', at(30)],
-        ['m1', at(29.2)],
-        ['m2', at(5000)],
-        ['m3', at(-10)],
+        ['m0', at(300)],
+        ['m1', at(5000)],
+        ['m2', at(-10)],
       ],
-      600,
+      { maxDelaySeconds: 600, random: 0 },
     );
 
-    expect(settled.retry).toHaveLength(4);
+    expect(settled.retry).toHaveLength(3);
     expect(settled.delays.map((d) => [d.seconds, d.messages.map((m) => m.messageId)])).toEqual([
-      [30, ['m0', 'm1']],
-      [600, ['m2']],
+      [300, ['m0']],
+      [600, ['m1']],
+      [15, ['m2']],
     ]);
+  });
+
+  it('dead-letters a message past its retry horizon with retry_horizon_exceeded and the last failure', () => {
+    const old = message(0, undefined, 40, NOW - 86_400_000);
+    const young = message(1, undefined, 40, NOW - 86_399_000);
+
+    const settled = settle(
+      [old, young],
+      [
+        [
+          'm0',
+          {
+            kind: 'retry',
+            reason: 'mautic_server_error',
+            status: 503,
+            message: 'MauticTransientError: POST /api/contacts/batch/new failed with status 503',
+          },
+        ],
+        ['m1', { kind: 'retry', reason: 'mautic_server_error', status: 503 }],
+      ],
+    );
+
+    expect(settled.deadLetters).toEqual([
+      expect.objectContaining({
+        reason: 'retry_horizon_exceeded',
+        status: 503,
+        eventId: 'e0',
+        entity: 'contacts',
+        action: 'create',
+        detail: expect.stringContaining('last failure: MauticTransientError: POST /api/contacts'),
+      }),
+    ]);
+    expect(settled.retry.map((m) => m.messageId)).toEqual(['m1']);
+  });
+
+  it('dead-letters a message on its last allowed receive with too_many_receives, without delivering it', () => {
+    const messages = [message(0, undefined, 200), message(1, undefined, 199)];
+
+    const read = readMessages(messages, 200);
+
+    expect(read.incoming.map((i) => i.messageId)).toEqual(['m1']);
+    expect(read.unreadable).toEqual([
+      expect.objectContaining({ reason: 'too_many_receives', eventId: 'e0', action: 'create' }),
+    ]);
+  });
+});
+
+describe('retry policy', () => {
+  it('derives a maxReceiveCount that outlasts the horizon even when every delay is the shortest', () => {
+    const needed = receivesForHorizon(POLICY);
+    let elapsed = 0;
+    let receives = 1;
+    while (elapsed < POLICY.horizonSeconds) {
+      elapsed += retryDelaySeconds(POLICY, receives, 0);
+      receives++;
+    }
+    // `receives` is the first receive at or past the horizon: the one that dead-letters.
+    expect(needed).toBeGreaterThan(receives);
+    expect(retryPolicy({ ...POLICY, maxReceiveCount: undefined }).maxReceiveCount).toBe(needed);
+  });
+
+  it('has defaults that fit SQS and refuses settings that do not', () => {
+    const defaults = retryPolicy({
+      baseSeconds: DEFAULTS.retryBaseSeconds,
+      maxDelaySeconds: DEFAULTS.retryMaxDelaySeconds,
+      horizonSeconds: DEFAULTS.retryHorizonSeconds,
+    });
+    expect(defaults.maxReceiveCount).toBeGreaterThan(5);
+    expect(defaults.maxReceiveCount).toBeLessThanOrEqual(1000);
+    expect(() =>
+      retryPolicy({ baseSeconds: 30, maxDelaySeconds: 60, horizonSeconds: 13 * 86_400 }),
+    ).toThrow(/raise RETRY_MAX_DELAY_SECONDS or lower RETRY_HORIZON_SECONDS/);
+    expect(() => retryPolicy({ ...POLICY, maxReceiveCount: 10 })).toThrow(ConfigError);
+    expect(() => retryPolicy({ ...POLICY, maxReceiveCount: 10 })).toThrow(/MAX_RECEIVE_COUNT/);
   });
 });

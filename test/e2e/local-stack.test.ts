@@ -1,115 +1,15 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
 import {
-  DEFAULT_SIMULATOR_CLIENT,
-  type MauticSimulator,
-  type MauticSimulatorOptions,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
-import { freePort } from '../support/net.ts';
+  contacts,
+  post,
+  postAs,
+  startRelay,
+  stop,
+  stopRunning,
+  until,
+} from '../support/relay-process.ts';
 
-const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
-const KEY = parseWebhookSecret(SECRET);
-let running: { child: ChildProcess; sim: MauticSimulator } | undefined;
-let messageCount = 0;
-
-afterEach(async () => {
-  if (running) {
-    const { child, sim } = running;
-    running = undefined;
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      try {
-        process.kill(-(child.pid ?? 0), 'SIGKILL');
-        await exited;
-      } catch {
-        // The process group is already gone.
-      }
-    }
-    await sim.close();
-  }
-});
-
-/** Starts `npm start` as a user would, against its own Mautic simulator, and waits until it is ready. */
-async function startRelay(simOptions: MauticSimulatorOptions, env: Record<string, string> = {}) {
-  const sim = await startMauticSimulator(simOptions);
-  const port = await freePort();
-  const child = spawn('npm', ['start'], {
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      PORT: String(port),
-      MAUTIC_BASE_URL: sim.url,
-      MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
-      MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
-      WEBHOOK_SECRET: SECRET,
-      BATCH_WINDOW_SECONDS: '1',
-      ...env,
-    },
-  });
-  running = { child, sim };
-  const output: string[] = [];
-  child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
-  child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
-  const url = `http://127.0.0.1:${port}/events`;
-  await until(
-    () => output.some((line) => line.includes(url)),
-    30_000,
-    () => `not ready: ${output.join('\n')}`,
-  );
-  return { sim, child, output, url };
-}
-
-async function post(url: string, body: string, headers: Record<string, string> = {}) {
-  messageCount++;
-  const id = `msg_e2e${messageCount}`;
-  const timestamp = Math.floor(Date.now() / 1000);
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
-      ...headers,
-    },
-    body,
-  });
-  return {
-    status: response.status,
-    body: (await response.json()) as { accepted?: number; error?: { code: string } },
-  };
-}
-
-async function until(probe: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-async function stop(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  // Ctrl-C reaches the whole foreground process group: npm and the relay under it.
-  process.kill(-(child.pid ?? 0), 'SIGINT');
-  const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 15_000));
-  const result = await Promise.race([exited, timeout]);
-  if (result === 'timeout') throw new Error('the relay did not stop within 15 s');
-  return result;
-}
-
-const contacts = (count: number, prefix: string) =>
-  Array.from({ length: count }, (_, i) => ({
-    entity: 'contacts',
-    action: 'create',
-    data: { email: `${prefix}${i}@example.com`, firstname: `N${i}` },
-  }));
+afterEach(stopRunning);
 
 describe('npm start, end to end', () => {
   it('delivers 2,000 creates sent 50 per request in no more than twice the ideal number of Mautic calls, then edits and deletes', async () => {
@@ -200,7 +100,9 @@ describe('npm start, end to end', () => {
         REFRESH_INTERVAL_SECONDS: '1',
         VISIBILITY_TIMEOUT_SECONDS: '2',
         BATCH_TIMEOUT_SECONDS: '2',
-        MAX_RECEIVE_COUNT: '30',
+        RETRY_BASE_SECONDS: '1',
+        RETRY_MAX_DELAY_SECONDS: '2',
+        RETRY_HORIZON_SECONDS: '300',
         TOKEN_CACHE_SECONDS: '1',
         BATCH_SIZE: '50',
       },
@@ -236,20 +138,6 @@ describe('npm start, end to end', () => {
   }, 150_000);
 
   it('creates one company when a signed companies create is sent twice (contract §1, Idempotency), two with de-duplication off', async () => {
-    const send = async (url: string, id: string, body: string) => {
-      const timestamp = Math.floor(Date.now() / 1000);
-      const response = await fetch(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'webhook-id': id,
-          'webhook-timestamp': String(timestamp),
-          'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
-        },
-        body,
-      });
-      return { status: response.status, text: await response.text() };
-    };
     const company = JSON.stringify({
       entity: 'companies',
       action: 'create',
@@ -258,11 +146,11 @@ describe('npm start, end to end', () => {
 
     const on = await startRelay({});
     expect(on.output.some((line) => line.includes('de-duplication: dynalite at'))).toBe(true);
-    const first = await send(on.url, 'msg_company_1', company);
+    const first = await postAs(on.url, 'msg_company_1', company);
     // The sender's retry after a timeout: signed again, a second later.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const retry = await send(on.url, 'msg_company_1', company);
-    const reused = await send(on.url, 'msg_company_1', company.replace('Twice', 'Other'));
+    const retry = await postAs(on.url, 'msg_company_1', company);
+    const reused = await postAs(on.url, 'msg_company_1', company.replace('Twice', 'Other'));
     expect(first).toEqual({ status: 202, text: '{"accepted":1,"eventIds":["msg_company_1:0"]}' });
     expect(retry).toEqual(first);
     expect(reused.status).toBe(422);
@@ -274,19 +162,12 @@ describe('npm start, end to end', () => {
     // Two more batching windows: a second delivery would have shown by now.
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     expect(on.sim.records('companies')).toHaveLength(1);
-    await stop(on.child);
-    await until(
-      () => on.output.includes('Stopped.'),
-      15_000,
-      () => on.output.join('\n'),
-    );
-    await on.sim.close();
-    running = undefined;
+    await stopRunning();
 
     const off = await startRelay({}, { DEDUP_WINDOW_SECONDS: '0' });
     expect(off.output.some((line) => line.includes('de-duplication: off'))).toBe(true);
-    expect((await send(off.url, 'msg_company_2', company)).status).toBe(202);
-    expect((await send(off.url, 'msg_company_2', company)).status).toBe(202);
+    expect((await postAs(off.url, 'msg_company_2', company)).status).toBe(202);
+    expect((await postAs(off.url, 'msg_company_2', company)).status).toBe(202);
     await until(
       () => off.sim.records('companies').length === 2,
       20_000,

@@ -13,10 +13,12 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+import { retryDelaySeconds } from '../../functions/core/outcomes.ts';
 import {
   loadBatchConfig,
   loadIngestConfig,
   loadRefreshConfig,
+  retryPolicy,
 } from '../../functions/shared/config.ts';
 import { environmentSettings } from '../../infra/aws/environments.ts';
 import { acknowledgeFindings } from '../../infra/aws/nag.ts';
@@ -109,15 +111,69 @@ describe('the relay stack', () => {
     );
   });
 
-  it('keeps dead letters 14 days, longer than events, after maxReceiveCount receives (at least 5)', () => {
-    const queues = Object.values(template.findResources('AWS::SQS::Queue'));
-    const events = queues.find((q) => q.Properties.RedrivePolicy);
-    const dead = queues.find((q) => !q.Properties.RedrivePolicy);
-    expect(dead?.Properties.MessageRetentionPeriod).toBe(14 * 86_400);
-    expect(dead?.Properties.MessageRetentionPeriod).toBeGreaterThan(
-      events?.Properties.MessageRetentionPeriod,
+  it('keeps events a day beyond the retry horizon and dead letters 14 days; maxReceiveCount outlasts the horizon', () => {
+    for (const hours of [1, 24, 96, 13 * 24]) {
+      const { template: t } = synth('dev', {
+        retryHorizonHours: hours,
+        retryMaxDelaySeconds: 3600,
+      });
+      const queues = Object.values(t.findResources('AWS::SQS::Queue'));
+      const events = queues.find((q) => q.Properties.RedrivePolicy);
+      const dead = queues.find((q) => !q.Properties.RedrivePolicy);
+      const horizon = hours * 3600;
+      expect(dead?.Properties.MessageRetentionPeriod).toBe(14 * 86_400);
+      expect(events?.Properties.MessageRetentionPeriod).toBeGreaterThanOrEqual(
+        Math.min(14 * 86_400, horizon + 86_400),
+      );
+      expect(events?.Properties.MessageRetentionPeriod).toBeLessThanOrEqual(
+        dead?.Properties.MessageRetentionPeriod,
+      );
+      const policy = retryPolicy({
+        baseSeconds: 30,
+        maxDelaySeconds: 3600,
+        horizonSeconds: horizon,
+      });
+      expect(events?.Properties.RedrivePolicy.maxReceiveCount).toBe(policy.maxReceiveCount);
+      // Even with every delay as short as the jitter allows, the horizon ends first.
+      let elapsed = 0;
+      let receives = 1;
+      while (elapsed < horizon) elapsed += retryDelaySeconds(policy, receives++, 0);
+      expect(policy.maxReceiveCount).toBeGreaterThan(receives);
+    }
+  });
+
+  it('gives the batch function the retry settings and reserves at least the event source’s maximum concurrency', () => {
+    for (const maxConcurrency of [2, 7]) {
+      const { template: t, settings: s } = synth('dev', { maxConcurrency });
+      const batch = Object.values(t.findResources('AWS::Lambda::Function')).find(
+        (fn) => fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME === 'batch',
+      );
+      expect(batch?.Properties.ReservedConcurrentExecutions).toBeGreaterThanOrEqual(maxConcurrency);
+      const variables = batch?.Properties.Environment.Variables as Record<string, unknown>;
+      const config = loadBatchConfig(
+        Object.fromEntries(
+          Object.entries(variables).map(([n, v]) => [n, typeof v === 'string' ? v : 'resolved']),
+        ),
+      );
+      expect(config.retry).toMatchObject({
+        baseSeconds: s.retryBaseSeconds,
+        maxDelaySeconds: s.retryMaxDelaySeconds,
+        horizonSeconds: s.retryHorizonHours * 3600,
+      });
+    }
+  });
+
+  it('retains queues, secrets and the de-duplication table on deletion or replacement unless the environment lets them go', () => {
+    const kinds = ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret', 'AWS::DynamoDB::Table'];
+    const policies = (t: Template) =>
+      kinds.flatMap((kind) =>
+        Object.values(t.findResources(kind)).map((r) => [r.DeletionPolicy, r.UpdateReplacePolicy]),
+      );
+    expect(policies(synth('prod').template)).toEqual(Array(6).fill(['Retain', 'Retain']));
+    expect(policies(synth('prod', { retainData: false }).template)).toEqual(
+      Array(6).fill(['Delete', 'Delete']),
     );
-    expect(events?.Properties.RedrivePolicy.maxReceiveCount).toBe(settings.maxReceiveCount);
+    expect(environments.prod?.retainData).toBe(true);
   });
 
   it('encrypts both queues and refuses non-TLS access to them', () => {
@@ -272,12 +328,7 @@ describe('the relay stack', () => {
     expect(ingest.ENTITIES).toBeUndefined();
   });
 
-  it('retains the table in prod, takes ENTITIES and the window from the settings, and alarms on store failures', () => {
-    const prod = synth('prod').template;
-    prod.hasResource('AWS::DynamoDB::Table', {
-      DeletionPolicy: 'Retain',
-      UpdateReplacePolicy: 'Retain',
-    });
+  it('takes ENTITIES and the window from the settings, and alarms on store failures', () => {
     const custom = synth('dev', {
       entities: ['contacts', 'companies'],
       dedupWindowSeconds: 0,
@@ -288,7 +339,6 @@ describe('the relay stack', () => {
     expect(variables.ENTITIES).toBe('contacts,companies');
     expect(variables.DEDUP_WINDOW_SECONDS).toBe('0');
     expect(() => synth('dev', { entities: ['campaigns/events'] })).toThrow(/entities/);
-    expect(() => synth('dev', { dedupTableRemoval: 'keep' })).toThrow(/dedupTableRemoval/);
 
     template.hasResourceProperties('AWS::Logs::MetricFilter', {
       LogGroupName: { Ref: Match.stringLikeRegexp('^IngestLogs') },
@@ -459,12 +509,17 @@ describe('environment settings', () => {
     const bad = {
       ...environments.dev,
       batchSize: 500,
-      maxReceiveCount: 2,
+      retryHorizonHours: 400,
       mauticBaseUrl: 'http://mautic',
     };
     expect(() => environmentSettings('dev', { dev: bad })).toThrow(
-      /batchSize.*maxReceiveCount.*mauticBaseUrl|mauticBaseUrl.*batchSize.*maxReceiveCount/,
+      /mauticBaseUrl.*batchSize.*retryHorizonHours/,
     );
+    expect(() =>
+      environmentSettings('dev', {
+        dev: { ...environments.dev, retryHorizonHours: 300, retryMaxDelaySeconds: 60 },
+      }),
+    ).toThrow(/retryHorizonHours, retryMaxDelaySeconds: .*raise RETRY_MAX_DELAY_SECONDS/);
     expect(() =>
       environmentSettings('dev', {
         dev: { ...environments.dev, batchSize: 50, batchingWindowSeconds: 0 },

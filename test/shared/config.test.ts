@@ -24,9 +24,15 @@ describe('loadBatchConfig', () => {
       refreshFunctionName: 'relay-dev-refresh',
       batchSize: 200,
       deliveryConcurrency: 2,
-      mauticTimeoutMs: 10_000,
+      mauticTimeoutMs: undefined,
       tokenCacheSeconds: 30,
       maxDelaySeconds: 3600,
+      retry: {
+        baseSeconds: 30,
+        maxDelaySeconds: 900,
+        horizonSeconds: 86_400,
+        maxReceiveCount: 198,
+      },
     });
   });
 

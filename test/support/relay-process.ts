@@ -1,0 +1,153 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  type MauticSimulatorOptions,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator.ts';
+import { freePort } from './net.ts';
+
+/** Helpers for end-to-end tests that run `npm start` as a user would. */
+
+const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+const KEY = parseWebhookSecret(SECRET);
+let running: { child: ChildProcess; sim: MauticSimulator } | undefined;
+let messageCount = 0;
+
+/** Stops the relay and the simulator a test started; call it in `afterEach`. */
+export async function stopRunning(): Promise<void> {
+  if (running) {
+    const { child, sim } = running;
+    running = undefined;
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      try {
+        process.kill(-(child.pid ?? 0), 'SIGKILL');
+        await exited;
+      } catch {
+        // The process group is already gone.
+      }
+    }
+    await sim.close();
+  }
+}
+
+/** Starts `npm start` as a user would, against its own Mautic simulator, and waits until it is ready. */
+export async function startRelay(
+  simOptions: MauticSimulatorOptions,
+  env: Record<string, string> = {},
+) {
+  const sim = await startMauticSimulator(simOptions);
+  const port = await freePort();
+  const child = spawn('npm', ['start'], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      PORT: String(port),
+      MAUTIC_BASE_URL: sim.url,
+      MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
+      MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+      WEBHOOK_SECRET: SECRET,
+      BATCH_WINDOW_SECONDS: '1',
+      ...env,
+    },
+  });
+  running = { child, sim };
+  const output: string[] = [];
+  child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
+  child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
+  const url = `http://127.0.0.1:${port}/events`;
+  await until(
+    () => output.some((line) => line.includes(url)),
+    30_000,
+    () => `not ready: ${output.join('\n')}`,
+  );
+  return { sim, child, output, url };
+}
+
+/** Posts `body` signed under the given `webhook-id` now; the answer's text as sent. */
+export async function postAs(url: string, id: string, body: string) {
+  const timestamp = Math.floor(Date.now() / 1000);
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
+    },
+    body,
+  });
+  return { status: response.status, text: await response.text() };
+}
+
+export async function post(url: string, body: string, headers: Record<string, string> = {}) {
+  messageCount++;
+  const id = `msg_e2e${messageCount}`;
+  const timestamp = Math.floor(Date.now() / 1000);
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
+      ...headers,
+    },
+    body,
+  });
+  return {
+    status: response.status,
+    body: (await response.json()) as {
+      accepted?: number;
+      eventIds?: string[];
+      error?: { code: string };
+    },
+  };
+}
+
+export async function until(
+  probe: () => boolean,
+  timeoutMs: number,
+  what: () => string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export async function stop(
+  child: ChildProcess,
+): Promise<{ code: number | null; signal: string | null }> {
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  // Ctrl-C reaches the whole foreground process group: npm and the relay under it.
+  process.kill(-(child.pid ?? 0), 'SIGINT');
+  const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 15_000));
+  const result = await Promise.race([exited, timeout]);
+  if (result === 'timeout') throw new Error('the relay did not stop within 15 s');
+  return result;
+}
+
+export const contacts = (count: number, prefix: string) =>
+  Array.from({ length: count }, (_, i) => ({
+    entity: 'contacts',
+    action: 'create',
+    data: { email: `${prefix}${i}@example.com`, firstname: `N${i}` },
+  }));
+
+/** The dead letters the relay reported, by event id: its one line per dead-lettered event. */
+export function deadLettered(output: readonly string[]): Map<string, string> {
+  const letters = new Map<string, string>();
+  for (const line of output) {
+    const match = /^dead-lettered (\S+) \(\S+ \S+\): (\S+)/.exec(line);
+    if (match?.[1] && match[2]) letters.set(match[1], match[2]);
+  }
+  return letters;
+}
