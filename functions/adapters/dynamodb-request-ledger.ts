@@ -18,6 +18,7 @@ import {
   DEDUP_TABLE_KEY,
   DEDUP_TTL_ATTRIBUTE,
 } from '../shared/config.ts';
+import { awsErrorCode } from './aws-error-code.ts';
 
 /** Records are shared by every version of the function, whatever its name. */
 const KEY_PREFIX = 'ingest';
@@ -118,21 +119,7 @@ export class DynamoDbRequestLedger implements RequestLedger {
       requestId,
       error: error instanceof Error ? error.name : String(error),
       cause: cause instanceof Error ? cause.name : String(cause),
-      code: errorCode(cause),
+      code: awsErrorCode(cause),
     });
   }
-}
-
-/** The AWS error code or the network error code of an SDK failure, never its message. */
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  const fields = error as {
-    Code?: unknown;
-    code?: unknown;
-    $metadata?: { httpStatusCode?: number };
-  };
-  if (typeof fields.Code === 'string') return fields.Code;
-  if (typeof fields.code === 'string') return fields.code;
-  const status = fields.$metadata?.httpStatusCode;
-  return status === undefined ? undefined : `HTTP ${status}`;
 }

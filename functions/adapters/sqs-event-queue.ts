@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { QueueUnavailableError } from '../core/ingest.ts';
 import type { EventQueue, OutgoingMessage } from '../core/ports.ts';
+import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 const BACKOFF_MS = [50, 200, 800];
@@ -73,7 +74,7 @@ export class SqsEventQueue implements EventQueue {
     } catch (error) {
       if (error instanceof QueueUnavailableError) throw error;
       last.error = error instanceof Error ? error.name : typeof error;
-      last.code = errorCode(error);
+      last.code = awsErrorCode(error);
       return new Set(entries.map(([id]) => id));
     }
   }
@@ -83,14 +84,4 @@ export class SqsEventQueue implements EventQueue {
 interface FailureReason {
   error?: string | undefined;
   code?: string | undefined;
-}
-
-/** The SDK's error code (`Code`, else the error's name for service errors) or a network code. */
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null) return undefined;
-  const fields = error as { Code?: unknown; code?: unknown; $metadata?: unknown; name?: unknown };
-  if (typeof fields.Code === 'string') return fields.Code;
-  if (typeof fields.code === 'string') return fields.code;
-  if (fields.$metadata !== undefined && typeof fields.name === 'string') return fields.name;
-  return undefined;
 }
