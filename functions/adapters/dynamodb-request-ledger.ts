@@ -22,6 +22,8 @@ import { awsErrorCode } from './aws-error-code.ts';
 
 /** Records are shared by every version of the function, whatever its name. */
 const KEY_PREFIX = 'ingest';
+/** How long a claim lasts when the caller knows no deadline (Lambda always gives one). */
+const CLAIM_WITHOUT_DEADLINE_MS = 30_000;
 
 /** Thrown by the wrapped function so Powertools deletes the in-progress record. */
 class NotRemembered extends Error {
@@ -69,13 +71,13 @@ export class DynamoDbRequestLedger implements RequestLedger {
       expiresAfterSeconds: this.#windowSeconds,
       hashFunction: 'sha256',
     });
-    const remaining = options.remainingTimeMs;
-    if (remaining !== undefined) {
-      // Only getRemainingTimeInMillis is read: the in-progress claim ends with the invocation.
-      config.registerLambdaContext({
-        getRemainingTimeInMillis: () => remaining,
-      } as Parameters<IdempotencyConfig['registerLambdaContext']>[0]);
-    }
+    // Only getRemainingTimeInMillis is read: the in-progress claim ends with the invocation, so
+    // an invocation that dies holding it frees the id when its time is up. Never without one:
+    // a claim with no expiry would hold the id for the whole window.
+    const remaining = options.remainingTimeMs ?? CLAIM_WITHOUT_DEADLINE_MS;
+    config.registerLambdaContext({
+      getRemainingTimeInMillis: () => remaining,
+    } as Parameters<IdempotencyConfig['registerLambdaContext']>[0]);
     let answered: T | undefined;
     let failed: { error: unknown } | undefined;
     const run = makeIdempotent(
@@ -117,8 +119,8 @@ export class DynamoDbRequestLedger implements RequestLedger {
     this.#logger.error('The de-duplication store failed', {
       event: DEDUP_STORE_FAILED_EVENT,
       requestId,
-      error: error instanceof Error ? error.name : String(error),
-      cause: cause instanceof Error ? cause.name : String(cause),
+      error: error instanceof Error ? error.name : typeof error,
+      cause: cause instanceof Error ? cause.name : typeof cause,
       code: awsErrorCode(cause),
     });
   }

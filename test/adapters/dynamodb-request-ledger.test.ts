@@ -116,6 +116,27 @@ describe('DynamoDbRequestLedger', () => {
     expect(after.kind).toBe('accepted');
   });
 
+  it('bounds a claim made without a deadline to 30 s', async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: NOW });
+    const { ledger, tableName } = await newLedger(db);
+    let entered = () => {};
+    const inside = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    void ledger.once(
+      identity,
+      async () => {
+        entered();
+        return new Promise<never>(() => {});
+      },
+      { remainingTimeMs: undefined, requestId: 'no-deadline' },
+    );
+    await inside;
+    const { Items = [] } = await db.client.send(new ScanCommand({ TableName: tableName }));
+
+    expect(Items[0]?.in_progress_expiration?.N).toBe(String(NOW + 30_000));
+  });
+
   it('tells a reused id (another body) from a replay', async () => {
     const { ledger } = await newLedger(db);
 
