@@ -6,7 +6,7 @@
  *   npm run bench:batch -- [records=2000] [latencyMs=5]
  */
 import { MauticApiClient } from '../functions/core/mautic-api.ts';
-import { startMauticSimulator } from '../infra/local/mautic-simulator.ts';
+import { startMauticSimulator } from '../infra/local/mautic-simulator/server.ts';
 
 const records = Number(process.argv[2] ?? 2000);
 const latencyMs = Number(process.argv[3] ?? 5);

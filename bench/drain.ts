@@ -27,7 +27,10 @@ import { createBatchHandler } from '../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../functions/core/delivery.ts';
 import { MauticApiClient } from '../functions/core/mautic-api.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
-import { type MauticSimulator, startMauticSimulator } from '../infra/local/mautic-simulator.ts';
+import {
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../infra/local/mautic-simulator/server.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from '../infra/local/sqs-event-source.ts';
 import { queueCounts, startLocalSqs } from '../test/support/local-sqs.ts';

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -24,12 +24,13 @@ import {
 } from '../../functions/shared/config.ts';
 import { startDedupStore } from './dynamodb-local.ts';
 import { startHttpFront } from './http-front.ts';
+import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
   startMauticSimulator,
-} from './mautic-simulator.ts';
+} from './mautic-simulator/server.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
 
@@ -328,22 +329,4 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
     Number(Attributes.ApproximateNumberOfMessages ?? 0) +
     Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0)
   );
-}
-
-function lambdaContext(functionName: string, timeoutMs: number) {
-  const started = Date.now();
-  return {
-    functionName,
-    functionVersion: '$LATEST',
-    invokedFunctionArn: `arn:aws:lambda:us-east-1:000000000000:function:${functionName}`,
-    memoryLimitInMB: '512',
-    awsRequestId: randomUUID(),
-    logGroupName: `/aws/lambda/${functionName}`,
-    logStreamName: 'local',
-    callbackWaitsForEmptyEventLoop: false,
-    getRemainingTimeInMillis: () => timeoutMs - (Date.now() - started),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
 }

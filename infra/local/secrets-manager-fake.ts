@@ -7,17 +7,17 @@
  *
  * Errors are answered as AWS does (HTTP 400, `x-amzn-errortype: <Code>`, body
  * `{"__type":"<Code>","message":"…"}`), so the SDK raises its own exception classes and applies
- * its own retry rules. Implemented: CreateSecret, GetSecretValue, PutSecretValue, DescribeSecret,
- * UpdateSecretVersionStage and ListSecrets, for SecretString only. Not implemented: SecretBinary
- * (InvalidRequestException), deletion, rotation, tags, policies, ListSecrets filters and paging
- * (it answers every secret in creation order), and the clean-up of versions without labels
- * (they are kept, but not listed by DescribeSecret, as on AWS). Signatures are not checked.
+ * its own retry rules. Implemented: the operations the relay calls (CreateSecret, GetSecretValue,
+ * PutSecretValue, UpdateSecretVersionStage), for SecretString only. Not implemented: SecretBinary
+ * (InvalidRequestException), other operations (UnknownOperationException), and the clean-up of
+ * versions without labels (they are kept). Signatures are not checked.
  *
  * Nothing is ever logged: requests carry secret values.
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { listenOnLoopback } from './loopback.ts';
+import { readBody } from './read-body.ts';
 
 export interface SecretsManagerFake {
   /** `http://127.0.0.1:<port>`. */
@@ -72,9 +72,6 @@ interface Version {
 interface Secret {
   name: string;
   arn: string;
-  description: string | undefined;
-  createdDate: number;
-  lastChangedDate: number;
   /** In creation order (a Map keeps insertion order). */
   versions: Map<string, Version>;
 }
@@ -126,10 +123,10 @@ export async function startSecretsManagerFake(
       typeof target === 'string' && target.startsWith(TARGET_PREFIX)
         ? target.slice(TARGET_PREFIX.length)
         : undefined;
-    const body = await readBody(req);
-    if (body === undefined) {
+    const { body, complete } = await readBody(req, MAX_BODY_BYTES);
+    if (body.length > MAX_BODY_BYTES) {
       calls.push({ operation: operation ?? String(target ?? '') });
-      res.setHeader('connection', 'close');
+      if (!complete) res.setHeader('connection', 'close');
       return sendError(res, new ServiceError('ValidationException', 'The request is too large.'));
     }
     let input: Body | undefined;
@@ -262,7 +259,6 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
       );
     }
     const token = versionIdParam(input, 'ClientRequestToken');
-    const description = optionalString(input, 'Description');
     const secretString = secretStringParam(input, false);
     if (store.byName.has(name)) {
       throw new ServiceError(
@@ -270,13 +266,9 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
         `The operation failed because the secret ${name} already exists.`,
       );
     }
-    const now = epochSeconds();
     const secret: Secret = {
       name,
       arn: `${ARN_PREFIX}${name}-${randomSuffix()}`,
-      description,
-      createdDate: now,
-      lastChangedDate: now,
       versions: new Map(),
     };
     store.byName.set(name, secret);
@@ -348,16 +340,7 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
     for (const label of [...labels].sort((a, b) => Number(b === CURRENT) - Number(a === CURRENT))) {
       moveLabel(secret, label, version);
     }
-    secret.lastChangedDate = epochSeconds();
     return versionReply(secret, version);
-  },
-
-  DescribeSecret(store, input) {
-    const secret = store.resolve(requiredString(input, 'SecretId'));
-    return {
-      ...summary(secret),
-      VersionIdsToStages: stagesByVersion(secret),
-    };
   },
 
   UpdateSecretVersionStage(store, input) {
@@ -402,17 +385,7 @@ const HANDLERS: Record<string, (store: SecretStore, input: Body) => Reply> = {
       }
       attachedTo.stages.delete(stage);
     }
-    secret.lastChangedDate = epochSeconds();
     return { ARN: secret.arn, Name: secret.name };
-  },
-
-  ListSecrets(store) {
-    return {
-      SecretList: [...store.byName.values()].map((secret) => ({
-        ...summary(secret),
-        SecretVersionsToStages: stagesByVersion(secret),
-      })),
-    };
   },
 };
 
@@ -454,25 +427,6 @@ function versionReply(secret: Secret, version: Version): Reply {
     VersionId: version.id,
     VersionStages: [...version.stages],
   };
-}
-
-function summary(secret: Secret): Reply {
-  return {
-    ARN: secret.arn,
-    Name: secret.name,
-    ...(secret.description === undefined ? {} : { Description: secret.description }),
-    CreatedDate: secret.createdDate,
-    LastChangedDate: secret.lastChangedDate,
-  };
-}
-
-/** Versions without labels are deprecated on AWS and not listed. */
-function stagesByVersion(secret: Secret): Record<string, string[]> {
-  const map: Record<string, string[]> = {};
-  for (const version of secret.versions.values()) {
-    if (version.stages.size > 0) map[version.id] = [...version.stages];
-  }
-  return map;
 }
 
 // ---- request parameters -------------------------------------------------------------------
@@ -583,26 +537,6 @@ function pickName(operation: string | undefined, input: Body | undefined): strin
 }
 
 // ---- HTTP ---------------------------------------------------------------------------------
-
-/** The whole body, or undefined when it is over MAX_BODY_BYTES (reading then stops). */
-function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        req.off('data', onData).off('end', onEnd);
-        req.pause();
-        resolve(undefined);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => resolve(Buffer.concat(chunks, size));
-    req.on('data', onData).on('end', onEnd).on('error', reject);
-  });
-}
 
 /** An empty body is `{}`, as the SDK sends for operations without input. */
 function parseBody(body: Buffer): Body {

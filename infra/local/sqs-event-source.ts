@@ -2,14 +2,14 @@
  * A local stand-in for the Lambda SQS event source mapping (ESM): it polls a queue, gathers a
  * batch the way the mapping does (batch size, batching window), invokes a batch handler with a
  * Lambda-shaped SQSEvent and Context, and applies the answer with ReportBatchItemFailures
- * semantics (../../shared/reference/reliability.md §3.1). The integration tests and the local
+ * semantics (docs/architecture.md, reliability idea 2). The integration tests and the local
  * stack (`npm start`) use it with an SQS emulator (fauxqs) behind an explicit client endpoint.
  *
  * Failed messages are never moved or re-queued here: they are left in flight, reappear after the
  * queue's visibility timeout, and the queue's redrive policy moves them to the dead-letter queue,
  * exactly as with SQS and Lambda.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CreateQueueCommand,
@@ -29,6 +29,7 @@ import type {
   SQSRecord,
   SQSRecordAttributes,
 } from 'aws-lambda';
+import { invokeHandler, lambdaContext, newLogStreamName } from './lambda-context.ts';
 
 /** SQS keeps at most 10 messages per ReceiveMessage and 10 entries per DeleteMessageBatch. */
 const SQS_BATCH_LIMIT = 10;
@@ -38,11 +39,10 @@ const FIRST_RECEIVE_WAIT_SECONDS = 1;
 const SHORT_POLL_PAUSE_MS = 50;
 /** After a failed ReceiveMessage the loop waits this long, so a dead endpoint is not hammered. */
 const POLL_ERROR_BACKOFF_MS = 1_000;
-/** Longer than any source queue's retention, so dead letters do not expire first (§3.3, 5). */
+/** Longer than any source queue's retention, so dead letters do not expire first (docs/architecture.md, reliability idea 5). */
 const DEAD_LETTER_RETENTION_SECONDS = 1_209_600;
 const DEFAULT_FUNCTION_TIMEOUT_MS = 30_000;
 const DEFAULT_FUNCTION_NAME = 'batch';
-const MEMORY_LIMIT_MB = '1024';
 /** Lambda's limits for a mapping and a function. */
 const MAX_BATCH_SIZE = 10_000;
 const MAX_BATCH_WINDOW_MS = 300_000;
@@ -158,19 +158,6 @@ export interface InvokeReport {
   error?: unknown;
 }
 
-/** The invocation ran past `functionTimeoutMs`; Lambda would have stopped it. */
-export class InvocationTimeoutError extends Error {
-  override readonly name = 'InvocationTimeoutError';
-  readonly timeoutMs: number;
-  readonly awsRequestId: string;
-
-  constructor(timeoutMs: number, awsRequestId: string) {
-    super(`${awsRequestId} Task timed out after ${(timeoutMs / 1_000).toFixed(2)} seconds`);
-    this.timeoutMs = timeoutMs;
-    this.awsRequestId = awsRequestId;
-  }
-}
-
 /**
  * Polls one queue and feeds a batch handler the way the Lambda SQS event source mapping does,
  * with ReportBatchItemFailures on. One batch at a time from `start()`'s loop.
@@ -222,8 +209,7 @@ export class SqsEventSource {
     const arnParts = options.queueArn.split(':');
     this.#region = nonEmpty(arnParts[3]) ?? 'us-east-1';
     this.#accountId = nonEmpty(arnParts[4]) ?? '000000000000';
-    const day = new Date().toISOString().slice(0, 10).replaceAll('-', '/');
-    this.#logStreamName = `${day}/[$LATEST]${randomBytes(16).toString('hex')}`;
+    this.#logStreamName = newLogStreamName();
   }
 
   /**
@@ -347,8 +333,17 @@ export class SqsEventSource {
 
   async #invoke(records: SQSRecord[]): Promise<InvokeReport> {
     const messageIds = records.map((record) => record.messageId);
-    const context = this.#createContext(Date.now());
-    const outcome = await this.#callHandler({ Records: records }, context);
+    const context = lambdaContext(this.#functionName, this.#functionTimeoutMs, {
+      region: this.#region,
+      accountId: this.#accountId,
+      logStreamName: this.#logStreamName,
+    });
+    const outcome = await invokeHandler(
+      this.#handler,
+      { Records: records },
+      context,
+      this.#functionTimeoutMs,
+    );
 
     let failedIds: ReadonlySet<string>;
     let wholeBatchFailed: boolean;
@@ -356,7 +351,7 @@ export class SqsEventSource {
       failedIds = new Set(messageIds);
       wholeBatchFailed = true;
     } else {
-      const reported = itemFailuresOf(outcome.response, new Set(messageIds));
+      const reported = itemFailuresOf(outcome.result, new Set(messageIds));
       wholeBatchFailed = reported === undefined;
       failedIds = reported ?? new Set(messageIds);
     }
@@ -371,36 +366,6 @@ export class SqsEventSource {
     if (!outcome.ok) report.error = outcome.error;
     this.#onInvoke?.(report);
     return report;
-  }
-
-  /** Runs the handler as Lambda would: a throw or the timeout is a function error. */
-  #callHandler(
-    event: SQSEvent,
-    context: Context,
-  ): Promise<{ ok: true; response: unknown } | { ok: false; error: unknown }> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(
-        () =>
-          resolve({
-            ok: false,
-            error: new InvocationTimeoutError(this.#functionTimeoutMs, context.awsRequestId),
-          }),
-        this.#functionTimeoutMs,
-      );
-      // Promise.resolve().then also turns a synchronous throw into a rejection.
-      Promise.resolve()
-        .then(() => this.#handler(event, context))
-        .then(
-          (response) => {
-            clearTimeout(timer);
-            resolve({ ok: true, response });
-          },
-          (error: unknown) => {
-            clearTimeout(timer);
-            resolve({ ok: false, error });
-          },
-        );
-    });
   }
 
   /** DeleteMessageBatch in groups of 10; what fails is retried once. Returns the ids left. */
@@ -436,28 +401,6 @@ export class SqsEventSource {
     }
   }
 
-  #createContext(startedAt: number): Context {
-    const functionName = this.#functionName;
-    const timeoutMs = this.#functionTimeoutMs;
-    const unsupported = (name: string) => () => {
-      throw new Error(`context.${name}() is not supported: return or throw from the handler`);
-    };
-    return {
-      callbackWaitsForEmptyEventLoop: true,
-      functionName,
-      functionVersion: '$LATEST',
-      invokedFunctionArn: `arn:aws:lambda:${this.#region}:${this.#accountId}:function:${functionName}`,
-      memoryLimitInMB: MEMORY_LIMIT_MB,
-      awsRequestId: randomUUID(),
-      logGroupName: `/aws/lambda/${functionName}`,
-      logStreamName: this.#logStreamName,
-      getRemainingTimeInMillis: () => Math.max(0, startedAt + timeoutMs - Date.now()),
-      done: unsupported('done'),
-      fail: unsupported('fail'),
-      succeed: unsupported('succeed'),
-    };
-  }
-
   #report(error: unknown): void {
     try {
       this.#onError(error);
@@ -469,7 +412,7 @@ export class SqsEventSource {
 
 /**
  * The ids the handler reported failed, or undefined when the response fails the whole batch
- * (reliability.md §3.1). Lambda sees the handler's answer as JSON, so it is judged as JSON.
+ * (docs/architecture.md, reliability idea 2). Lambda sees the handler's answer as JSON, so it is judged as JSON.
  */
 function itemFailuresOf(
   response: unknown,

@@ -1,5 +1,5 @@
 /**
- * `npm start`: the whole relay on this machine (contract §3). Configuration comes from the
+ * `npm start`: the whole relay on this machine (docs/contract.md §3). Configuration comes from the
  * environment, every variable optional; Ctrl-C stops after the batches in hand.
  */
 import { loadLocalConfig, startLocalStack } from './local-stack.ts';

@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Message } from '@aws-sdk/client-sqs';
-import type { Context } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
   type MauticSimulator,
   type MauticSimulatorOptions,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
+} from '../../infra/local/mautic-simulator/server.ts';
 import {
   createQueuePair,
   type InvokeReport,
@@ -480,15 +480,6 @@ function sqsRecords(count: number) {
   }));
 }
 
-const lambdaContext = (remainingMs: number) => {
-  const started = Date.now();
-  return {
-    getRemainingTimeInMillis: () => remainingMs - (Date.now() - started),
-    awsRequestId: 'req-1',
-    functionName: 'batch',
-  } as unknown as Context;
-};
-
 describe('batch handler, called directly', () => {
   it('caps the rate-limit delay at maxDelaySeconds', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
@@ -496,7 +487,7 @@ describe('batch handler, called directly', () => {
       const delays: Array<[string[], number]> = [];
       const handler = directHandler(sim, sim.issueToken().accessToken, delays);
 
-      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(delays).toEqual([[['m1'], 900]]);
@@ -512,7 +503,7 @@ describe('batch handler, called directly', () => {
     try {
       const handler = directHandler(sim, sim.issueToken().accessToken, []);
 
-      const response = await handler({ Records: sqsRecords(1) }, lambdaContext(4_000));
+      const response = await handler({ Records: sqsRecords(1) }, lambdaContext('batch', 4_000));
 
       // Had the call not been aborted, Mautic's answer (5 s later) would have delivered it.
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
@@ -533,7 +524,7 @@ describe('batch handler, called directly', () => {
       const records = sqsRecords(3);
       records[2] = { ...records[2], body: 'not json' } as (typeof records)[number];
 
-      const response = await handler({ Records: records }, lambdaContext(30_000));
+      const response = await handler({ Records: records }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect({
@@ -559,7 +550,7 @@ describe('batch handler, called directly', () => {
         },
       });
 
-      const response = await handler({ Records: sqsRecords(2) }, lambdaContext(30_000));
+      const response = await handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
       expect(seen.events('delay_failed')).toEqual([
@@ -586,7 +577,7 @@ describe('batch handler, called directly', () => {
         sim,
         sim.issueToken().accessToken,
         delays,
-      )({ Records: sqsRecords(1) }, lambdaContext(30_000));
+      )({ Records: sqsRecords(1) }, lambdaContext('batch', 30_000));
 
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
       // The policy's backoff (1 s here), not a wait for a reset that is past.

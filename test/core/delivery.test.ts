@@ -9,7 +9,10 @@ import {
 import { MauticPermanentError } from '../../functions/core/errors.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { type MauticSimulator, startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import {
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator/server.ts';
 import { incoming } from '../support/events.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');

@@ -10,7 +10,10 @@ import {
   MauticTransientError,
 } from '../../functions/core/errors.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { type MauticSimulator, startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import {
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../infra/local/mautic-simulator/server.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');

@@ -3,7 +3,6 @@
  * and the real SQS adapter on fauxqs: a retried or replayed request takes effect once.
  */
 import { CreateQueueCommand } from '@aws-sdk/client-sqs';
-import type { Context } from 'aws-lambda';
 import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
@@ -22,7 +21,6 @@ import {
   contact,
   httpApiEvent,
   ingestHandler,
-  lambdaContext,
   NOW,
   NOW_SECONDS,
   OTHER_SECRET,
@@ -191,7 +189,6 @@ describe('idempotent ingest', () => {
   it('frees the claim of an invocation that died before saving its answer, once its time is up', async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
     const { ledger, queue, queued } = await setUp();
-    const context = { ...lambdaContext, getRemainingTimeInMillis: () => 3_000 } as Context;
     // An invocation that queued its events and then died: its claim stays IN_PROGRESS.
     let claimed = () => {};
     const claim = new Promise<void>((resolve) => {
@@ -205,7 +202,7 @@ describe('idempotent ingest', () => {
       },
     };
     const send = (q: EventQueue) =>
-      ingestHandler(q, { ledger, context, clock: { now: () => Date.now() } })(
+      ingestHandler(q, { ledger, timeoutMs: 3_000, clock: { now: () => Date.now() } })(
         httpApiEvent({
           body,
           headers: signedHeaders(body, {

@@ -1,7 +1,8 @@
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import { startLocalDynamoDb } from '../support/dedup.ts';
-import { httpApiEvent, lambdaContext, signedHeaders, WEBHOOK_SECRET } from '../support/ingest.ts';
+import { httpApiEvent, signedHeaders, WEBHOOK_SECRET } from '../support/ingest.ts';
 
 afterEach(() => {
   vi.unstubAllEnvs();
@@ -42,7 +43,7 @@ describe('ingest function cold start', () => {
         body,
         headers: signedHeaders(body, { timestamp: Math.floor(Date.now() / 1000) }),
       }),
-      lambdaContext,
+      lambdaContext('ingest', 10_000),
     )) as APIGatewayProxyStructuredResultV2;
 
     expect(result.statusCode).toBe(503);

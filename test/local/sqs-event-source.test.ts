@@ -8,9 +8,9 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { InvocationTimeoutError } from '../../infra/local/lambda-context.ts';
 import {
   createQueuePair,
-  InvocationTimeoutError,
   type InvokeReport,
   type SqsBatchHandler,
   SqsEventSource,

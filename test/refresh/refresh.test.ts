@@ -11,7 +11,7 @@ import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
+} from '../../infra/local/mautic-simulator/server.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,

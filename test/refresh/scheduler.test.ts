@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { startMauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import { startMauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,

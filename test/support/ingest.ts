@@ -1,9 +1,5 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import type {
-  APIGatewayProxyEventV2,
-  APIGatewayProxyStructuredResultV2,
-  Context,
-} from 'aws-lambda';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
 import type {
   Clock,
@@ -18,6 +14,7 @@ import {
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { DEFAULT_ENTITIES, DEFAULTS } from '../../functions/shared/config.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
 
 /** The ingest's default limits. */
 export const INGEST_LIMITS: IngestLimits = {
@@ -90,12 +87,6 @@ export function signedHeaders(
   };
 }
 
-export const lambdaContext = {
-  awsRequestId: 'request-42',
-  functionName: 'ingest',
-  getRemainingTimeInMillis: () => 10_000,
-} as unknown as Context;
-
 /** Characters SQS refuses in a message body (it allows #x9, #xA, #xD, #x20–#xD7FF, #xE000–#xFFFD, #x10000–#x10FFFF). */
 const NOT_SQS_TEXT = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
 
@@ -135,7 +126,8 @@ export function ingestHandler(
     limits?: IngestLimits;
     ledger?: RequestLedger;
     clock?: Clock;
-    context?: Context;
+    /** The invocation's time: what getRemainingTimeInMillis() counts down from. */
+    timeoutMs?: number;
     /** Collects each answer's body as sent, for byte-for-byte comparisons. */
     rawBodies?: string[];
   } = {},
@@ -157,10 +149,10 @@ export function ingestHandler(
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
-    const result = (await handler(
-      event,
-      options.context ?? lambdaContext,
-    )) as APIGatewayProxyStructuredResultV2;
+    const context = lambdaContext('ingest', options.timeoutMs ?? 10_000, {
+      awsRequestId: 'request-42',
+    });
+    const result = (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
     options.rawBodies?.push(String(result.body));
     return { status: result.statusCode ?? 0, body: JSON.parse(String(result.body)) as IngestBody };
   };

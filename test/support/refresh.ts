@@ -1,14 +1,14 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { Context } from 'aws-lambda';
 import { vi } from 'vitest';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
-import type { MauticSimulator } from '../../infra/local/mautic-simulator.ts';
+import { lambdaContext } from '../../infra/local/lambda-context.ts';
+import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import type { SecretsManagerFake } from '../../infra/local/secrets-manager-fake.ts';
 
 export const NON_ADMIN = {
@@ -117,10 +117,6 @@ export function refresher(
       clock: { now },
     },
   );
-  const context = {
-    awsRequestId: 'r',
-    functionName: 'refresh',
-    getRemainingTimeInMillis: () => 30_000,
-  } as unknown as Context;
-  return (event: unknown): Promise<RefreshOutcome> => handler(event, context);
+  return (event: unknown): Promise<RefreshOutcome> =>
+    handler(event, lambdaContext('refresh', 30_000));
 }

@@ -6,7 +6,7 @@ import {
   type MauticSimulator,
   type MauticSimulatorOptions,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator.ts';
+} from '../../infra/local/mautic-simulator/server.ts';
 import { freePort } from './net.ts';
 
 /** Helpers for end-to-end tests that run `npm start` as a user would. */

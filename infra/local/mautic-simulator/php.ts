@@ -1,0 +1,256 @@
+/**
+ * PHP functions whose output a client can tell apart, for the Mautic simulator: json_encode (the
+ * escaped slashes, \u escapes and the array-or-object choice behind Mautic's batch responses),
+ * parse_str, urlencode and urldecode, empty(), is_numeric, parse_url and filter_var's email and
+ * URL filters.
+ */
+/** A PHP array as parse_str builds it: ordered, string keys, string or nested-array values. */
+export type PhpArray = Map<string, PhpValue>;
+/** One value of a parsed query string or form body. */
+export type PhpValue = string | PhpArray;
+
+/**
+ * PHP's json_encode. `hex` adds the JSON_HEX_* flags that Symfony's JsonResponse uses (so an
+ * apostrophe becomes \u0027). A Map stands for a PHP array: it becomes a JSON array only when its
+ * keys are exactly 0..n-1 in order, otherwise an object, which is the root of Mautic's batch
+ * response quirk. Object properties whose value is undefined are left out.
+ */
+export function phpJsonEncode(value: unknown, options: { hex?: boolean } = {}): string {
+  return encodeValue(value, options.hex === true);
+}
+
+function encodeValue(value: unknown, hex: boolean): string {
+  if (value === null || value === undefined) return 'null';
+  if (typeof value === 'string') return encodeString(value, hex);
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : '0';
+  if (typeof value === 'boolean') return value ? 'true' : 'false';
+  if (value instanceof Map) {
+    const entries = [...value.entries()];
+    if (entries.every(([key], index) => String(key) === String(index))) {
+      return `[${entries.map(([, item]) => encodeValue(item, hex)).join(',')}]`;
+    }
+    return `{${entries.map(([key, item]) => `${encodeString(String(key), hex)}:${encodeValue(item, hex)}`).join(',')}}`;
+  }
+  if (Array.isArray(value)) return `[${value.map((item) => encodeValue(item, hex)).join(',')}]`;
+  if (typeof value === 'object') {
+    const parts: string[] = [];
+    for (const [key, item] of Object.entries(value)) {
+      if (item !== undefined) parts.push(`${encodeString(key, hex)}:${encodeValue(item, hex)}`);
+    }
+    return `{${parts.join(',')}}`;
+  }
+  return 'null';
+}
+
+const ESCAPES: Record<string, string> = {
+  '"': '\\"',
+  '\\': '\\\\',
+  '/': '\\/',
+  '\b': '\\b',
+  '\t': '\\t',
+  '\n': '\\n',
+  '\f': '\\f',
+  '\r': '\\r',
+};
+// JSON_HEX_TAG | JSON_HEX_AMP | JSON_HEX_APOS | JSON_HEX_QUOT, in PHP's own spelling.
+const HEX_ESCAPES: Record<string, string> = {
+  '<': '\\u003C',
+  '>': '\\u003E',
+  '&': '\\u0026',
+  "'": '\\u0027',
+  '"': '\\u0022',
+};
+
+function encodeString(text: string, hex: boolean): string {
+  let out = '"';
+  for (const char of text) {
+    const escaped = (hex ? HEX_ESCAPES[char] : undefined) ?? ESCAPES[char];
+    if (escaped !== undefined) {
+      out += escaped;
+      continue;
+    }
+    const code = char.charCodeAt(0);
+    if (code >= 0x20 && code < 0x80) {
+      out += char;
+      continue;
+    }
+    // PHP escapes every non-ASCII character (no JSON_UNESCAPED_UNICODE) as lower-case UTF-16
+    // units, so a character outside the BMP becomes a surrogate pair.
+    for (let i = 0; i < char.length; i++) {
+      out += `\\u${char.charCodeAt(i).toString(16).padStart(4, '0')}`;
+    }
+  }
+  return `${out}"`;
+}
+
+/** PHP's urldecode: `+` is a space, malformed `%` sequences stay as they are. */
+export function phpUrldecode(text: string): string {
+  const source = Buffer.from(text, 'utf8');
+  const bytes: number[] = [];
+  for (let i = 0; i < source.length; i++) {
+    const byte = source[i] ?? 0;
+    if (byte === 0x2b) {
+      bytes.push(0x20);
+      continue;
+    }
+    if (byte === 0x25 && i + 2 < source.length) {
+      const pair = source.subarray(i + 1, i + 3).toString('latin1');
+      if (/^[0-9A-Fa-f]{2}$/.test(pair)) {
+        bytes.push(Number.parseInt(pair, 16));
+        i += 2;
+        continue;
+      }
+    }
+    bytes.push(byte);
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+/**
+ * PHP's parse_str, which is how PHP reads query strings and form bodies: `a[]=1&a[]=2` and
+ * `a[0]=1` make nested arrays, spaces and dots in names become underscores, later keys win.
+ */
+export function parsePhpQuery(query: string): PhpArray {
+  const result: PhpArray = new Map();
+  for (const pair of query.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const name = phpUrldecode(eq === -1 ? pair : pair.slice(0, eq)).replace(/^ +/, '');
+    const value = eq === -1 ? '' : phpUrldecode(pair.slice(eq + 1));
+    assignPhpKey(result, name, value);
+  }
+  return result;
+}
+
+function assignPhpKey(target: PhpArray, name: string, value: string): void {
+  const open = name.indexOf('[');
+  let base = open === -1 ? name : name.slice(0, open);
+  const segments: string[] = [];
+  if (open !== -1) {
+    let rest = name.slice(open);
+    while (rest.startsWith('[')) {
+      const close = rest.indexOf(']');
+      if (close === -1) break;
+      segments.push(rest.slice(1, close));
+      rest = rest.slice(close + 1);
+    }
+    // An unmatched '[' cannot start an array, so PHP keeps the name with the '[' turned into '_'.
+    if (segments.length === 0) base = name.replace('[', '_');
+  }
+  base = base.replace(/[ .]/g, '_');
+  if (base === '') return;
+  let container = target;
+  let key = base;
+  for (const segment of segments) {
+    let next = container.get(key);
+    if (!(next instanceof Map)) {
+      next = new Map();
+      container.set(key, next);
+    }
+    container = next;
+    key = segment === '' ? String(nextPhpIndex(container)) : segment;
+  }
+  container.set(key, value);
+}
+
+function nextPhpIndex(array: PhpArray): number {
+  let next = 0;
+  for (const key of array.keys()) {
+    if (isPhpIntKey(key)) next = Math.max(next, Number(key) + 1);
+  }
+  return next;
+}
+
+/** Whether PHP would store this array key as an integer. */
+export function isPhpIntKey(key: string): boolean {
+  return /^(0|-?[1-9]\d{0,17})$/.test(key);
+}
+
+/** The JSON-like value json_decode would have produced for the same PHP array. */
+export function phpArrayToJs(value: PhpValue): unknown {
+  if (typeof value === 'string') return value;
+  const entries = [...value.entries()];
+  if (entries.every(([key], index) => key === String(index))) {
+    return entries.map(([, item]) => phpArrayToJs(item));
+  }
+  return Object.fromEntries(entries.map(([key, item]) => [key, phpArrayToJs(item)]));
+}
+
+/** PHP's empty(): null, '', '0', 0, false and empty arrays. */
+export function phpEmpty(value: unknown): boolean {
+  if (value === undefined || value === null || value === false || value === 0) return true;
+  if (value === '' || value === '0') return true;
+  if (Array.isArray(value)) return value.length === 0;
+  if (value instanceof Map) return value.size === 0;
+  if (typeof value === 'object') return Object.keys(value).length === 0;
+  return false;
+}
+
+/** PHP's is_numeric for a string (PHP 8 allows leading and trailing whitespace). */
+export function phpIsNumeric(text: string): boolean {
+  return /^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$/.test(text);
+}
+
+/** FILTER_SANITIZE_EMAIL: drops every character that may not appear in an email address. */
+export function sanitizeEmail(text: string): string {
+  return text.replace(/[^A-Za-z0-9!#$%&'*+\-=?^_`{|}~@.[\]]/g, '');
+}
+
+// PHP's FILTER_VALIDATE_EMAIL pattern (Michael Rushton's, ext/filter/logical_filters.c, the
+// non-Unicode variant). The domain's `(?:label\.){1,126}){1,}` is written as `(?:label\.)+`:
+// the same language, without the exponential backtracking that PCRE caps and JavaScript does not.
+const EMAIL_PATTERN =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: quoted local parts may hold control characters.
+  /^(?!(?:(?:\x22?\x5C[\x00-\x7E]\x22?)|(?:\x22?[^\x5C\x22]\x22?)){255,})(?!(?:(?:\x22?\x5C[\x00-\x7E]\x22?)|(?:\x22?[^\x5C\x22]\x22?)){65,}@)(?:(?:[\x21\x23-\x27\x2A\x2B\x2D\x2F-\x39\x3D\x3F\x5E-\x7E]+)|(?:\x22(?:[\x01-\x08\x0B\x0C\x0E-\x1F\x21\x23-\x5B\x5D-\x7F]|(?:\x5C[\x00-\x7F]))*\x22))(?:\.(?:(?:[\x21\x23-\x27\x2A\x2B\x2D\x2F-\x39\x3D\x3F\x5E-\x7E]+)|(?:\x22(?:[\x01-\x08\x0B\x0C\x0E-\x1F\x21\x23-\x5B\x5D-\x7F]|(?:\x5C[\x00-\x7F]))*\x22)))*@(?:(?:(?!.*[^.]{64,})(?:(?:xn--)?[a-z0-9]+(?:-+[a-z0-9]+)*\.)+(?:(?:[a-z][a-z0-9]*)|(?:(?:xn--)[a-z0-9]+))(?:-+[a-z0-9]+)*)|(?:\[(?:(?:IPv6:(?:(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){7})|(?:(?!(?:.*[a-f0-9][:\]]){7,})(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,5})?::(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,5})?)))|(?:(?:IPv6:(?:(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){5}:)|(?:(?!(?:.*[a-f0-9]:){5,})(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,3})?::(?:[a-f0-9]{1,4}(?::[a-f0-9]{1,4}){0,3}:)?)))?(?:(?:25[0-5])|(?:2[0-4][0-9])|(?:1[0-9]{2})|(?:[1-9]?[0-9]))(?:\.(?:(?:25[0-5])|(?:2[0-4][0-9])|(?:1[0-9]{2})|(?:[1-9]?[0-9]))){3}))\]))$/i;
+
+/** FILTER_VALIDATE_EMAIL without flags (ASCII only, at most 320 characters). */
+export function isValidEmail(text: string): boolean {
+  return text.length <= 320 && EMAIL_PATTERN.test(text);
+}
+
+/** PHP's urlencode (RFC 1738 flavour used by http_build_query: spaces become `+`). */
+export function phpUrlencode(text: string): string {
+  let out = '';
+  for (const byte of Buffer.from(text, 'utf8')) {
+    const char = String.fromCharCode(byte);
+    if (/[A-Za-z0-9_.-]/.test(char)) out += char;
+    else if (byte === 0x20) out += '+';
+    else out += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** The parts of parse_url that matter here; absent parts are undefined, as PHP leaves them unset. */
+interface ParsedUrl {
+  scheme?: string;
+  host?: string;
+  port?: string;
+  path?: string;
+  query?: string;
+  fragment?: string;
+  userInfo?: string;
+}
+
+const URL_PATTERN =
+  /^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?:\/\/(?:([^@/?#]*)@)?(\[[^\]]*\]|[^:/?#]*)(?::(\d*))?)?([^?#]*)(?:\?([^#]*))?(?:#([\s\S]*))?$/;
+
+/** parse_url, close enough for redirect URIs. */
+export function parseUrl(uri: string): ParsedUrl {
+  const match = URL_PATTERN.exec(uri);
+  const parsed: ParsedUrl = {};
+  if (!match) return parsed;
+  const [, scheme, userInfo, host, port, path, query, fragment] = match;
+  if (scheme !== undefined) parsed.scheme = scheme;
+  if (userInfo !== undefined) parsed.userInfo = userInfo;
+  if (host !== undefined && host !== '') parsed.host = host;
+  if (port !== undefined && port !== '') parsed.port = port;
+  if (path !== undefined && path !== '') parsed.path = path;
+  if (query !== undefined) parsed.query = query;
+  if (fragment !== undefined) parsed.fragment = fragment;
+  return parsed;
+}
+
+/** FILTER_SANITIZE_URL: drops every character that may not appear in a URL. */
+export function sanitizeUrl(text: string): string {
+  return text.replace(/[^A-Za-z0-9$\-_.+!*'(),{}|\\^~[\]`<>#%";/?:@&=]/g, '');
+}
