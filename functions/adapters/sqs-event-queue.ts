@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { QueueUnavailableError } from '../core/ingest.ts';
 import type { EventQueue, OutgoingMessage } from '../core/ports.ts';
+import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 const BACKOFF_MS = [50, 200, 800];
@@ -22,19 +23,21 @@ export class SqsEventQueue implements EventQueue {
   }
 
   async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
+    const last: FailureReason = {};
     for (const group of groupsOf(messages, (message) => Buffer.byteLength(message.body))) {
       let pending = group.map((message, index): [string, OutgoingMessage] => [
         String(index),
         message,
       ]);
       for (let attempt = 0; pending.length > 0; attempt++) {
-        const failed = await this.#send(pending);
+        const failed = await this.#send(pending, last);
         pending = pending.filter(([id]) => failed.has(id));
         if (pending.length === 0) break;
         const wait = BACKOFF_MS[attempt];
         if (wait === undefined) {
           throw new QueueUnavailableError(
             `${pending.length} of ${messages.length} events could not be queued`,
+            last,
           );
         }
         await sleep(wait);
@@ -42,7 +45,11 @@ export class SqsEventQueue implements EventQueue {
     }
   }
 
-  async #send(entries: Array<[string, OutgoingMessage]>): Promise<Set<string>> {
+  /** Sends the entries; resolves the ids that failed and notes in `last` what SQS last said. */
+  async #send(
+    entries: Array<[string, OutgoingMessage]>,
+    last: FailureReason,
+  ): Promise<Set<string>> {
     try {
       const answer = await this.#client.send(
         new SendMessageBatchCommand({
@@ -55,12 +62,26 @@ export class SqsEventQueue implements EventQueue {
       if (refused) {
         throw new QueueUnavailableError(
           `SQS refused a message (${refused.Code ?? 'unknown code'})`,
+          { error: 'SenderFault', code: refused.Code },
         );
+      }
+      const failed = answer.Failed?.[0];
+      if (failed) {
+        last.error = 'BatchEntryFailed';
+        last.code = failed.Code;
       }
       return new Set(notListed(entries, answer.Successful));
     } catch (error) {
       if (error instanceof QueueUnavailableError) throw error;
+      last.error = error instanceof Error ? error.name : typeof error;
+      last.code = awsErrorCode(error);
       return new Set(entries.map(([id]) => id));
     }
   }
+}
+
+/** What SQS last said about a failed send: an error name and a code, never a message body. */
+interface FailureReason {
+  error?: string | undefined;
+  code?: string | undefined;
 }

@@ -215,3 +215,42 @@ export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
 export interface MetricsSink {
   addMetric(name: string, unit: MetricUnit, value: number): void;
 }
+
+/**
+ * What identifies a request for de-duplication (contract §1.3): `key` names the request,
+ * `bodyHash` tells a retry (same body) from a reuse of the id (another body).
+ */
+export interface RequestIdentity {
+  key: string;
+  bodyHash: string;
+}
+
+/** What the ledger made of a request. */
+export type LedgerOutcome<T> =
+  /** First time (or the last try left the id free): `accept` ran and this is what it gave. */
+  | { kind: 'accepted'; result: T }
+  /** Accepted before within the window: the first answer, and `accept` did not run. */
+  | { kind: 'replayed'; status: number; body: string }
+  /** The same id is being handled right now. */
+  | { kind: 'in_progress' }
+  /** The same id was accepted with another body. */
+  | { kind: 'reused' }
+  /** The store could not be asked: nothing ran. */
+  | { kind: 'unavailable' };
+
+/** The answer `accept` gives: only one `remember`ed is kept; any other leaves the id free. */
+export interface LedgerAnswer {
+  status: number;
+  /** The serialised body, replayed byte for byte. */
+  body: string;
+  remember: boolean;
+}
+
+/** Remembers accepted requests for a window, so a retried or replayed one takes effect once. */
+export interface RequestLedger {
+  once<T extends LedgerAnswer>(
+    identity: RequestIdentity,
+    accept: () => Promise<T>,
+    options: { remainingTimeMs: number | undefined; requestId: string | undefined },
+  ): Promise<LedgerOutcome<T>>;
+}

@@ -11,7 +11,9 @@ import {
   ConfigError,
   commaList,
   DEFAULTS,
+  dedupWindow,
   ENV,
+  entityList,
   integer,
   loadBatchConfig,
   loadIngestConfig,
@@ -22,6 +24,7 @@ import {
 } from '../../functions/shared/config.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startControlServer } from './control.ts';
+import { startDedupStore } from './dynamodb-local.ts';
 import { startHttpFront } from './http-front.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
@@ -61,6 +64,8 @@ const localSchema = z
     LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
     /** The port `authorize --local` listens on; the embedded simulator registers its redirect URI. */
     AUTHORIZE_PORT: integer(1, 65_535, 8765),
+    ENTITIES: entityList,
+    DEDUP_WINDOW_SECONDS: dedupWindow,
   })
   .superRefine((env, ctx) => {
     if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
@@ -273,6 +278,10 @@ async function start(
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
+  // --- de-duplication store (issue 13): dynalite, living as long as the local stack ---
+  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
+  stops.push(() => dedup.close());
+  // --- end de-duplication store ---
   // --- operator commands (issue 14): the sender credentials live in the Secrets Manager
   // stand-in and the ingest reads them as in the cloud (WEBHOOK_SECRET_ID, a 1 s cache), so
   // `npx mautic-relay senders … --local` changes them while the stack runs.
@@ -302,8 +311,16 @@ async function start(
     [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
     [ENV.WEBHOOK_SECRET_ID]: names.webhook,
     [ENV.CREDENTIALS_CACHE_SECONDS]: '1',
+    [ENV.ENTITIES]: config.ENTITIES.join(','),
+    [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
+    [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
   });
-  const ingest = await buildIngestHandler(ingestConfig, { sqs, secrets, logger });
+  const ingest = await buildIngestHandler(ingestConfig, {
+    sqs,
+    secrets,
+    logger,
+    ...(dedup.client ? { dynamodb: dedup.client } : {}),
+  });
   // --- end operator commands
   const front = await startHttpFront({
     handler: async (event, context) => {
@@ -332,6 +349,7 @@ async function start(
   print(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
+  print(`  de-duplication: ${dedup.description}`);
   if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
   if (credential.grantType === 'authorization_code') {
     // The tokens come from a person approving the relay; until then events wait in the queue.

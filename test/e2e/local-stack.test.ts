@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { contacts, post, startRelay, stop, stopRunning, until } from '../support/relay-process.ts';
+import {
+  contacts,
+  post,
+  postAs,
+  startRelay,
+  stop,
+  stopRunning,
+  until,
+} from '../support/relay-process.ts';
 
 afterEach(stopRunning);
 
@@ -200,6 +208,51 @@ describe('npm start, end to end', () => {
       if (scenario.faultScope === 'all') expect(tokenFaults.length).toBeGreaterThan(0);
     }, 90_000);
   }
+
+  it('creates one company when a signed companies create is sent twice (contract §1, Idempotency), two with de-duplication off', async () => {
+    const company = JSON.stringify({
+      entity: 'companies',
+      action: 'create',
+      data: { companyname: 'Acme Twice' },
+    });
+
+    const on = await startRelay({});
+    expect(on.output.some((line) => line.includes('de-duplication: dynalite at'))).toBe(true);
+    const first = await postAs(on.url, 'msg_company_1', company);
+    await until(
+      () => on.sim.records('companies').length === 1,
+      20_000,
+      () => 'company not delivered',
+    );
+    // The sender's retry after a timeout, signed again once the first was delivered, so no batch
+    // holds both: only the ingest's de-duplication can stop it.
+    const retry = await postAs(on.url, 'msg_company_1', company);
+    const reused = await postAs(on.url, 'msg_company_1', company.replace('Twice', 'Other'));
+    expect(first).toEqual({ status: 202, text: '{"accepted":1,"eventIds":["msg_company_1:0"]}' });
+    expect(retry).toEqual(first);
+    expect(reused.status).toBe(422);
+    // Two more batching windows: a second delivery would have shown by now.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(on.sim.records('companies')).toHaveLength(1);
+    await stopRunning();
+
+    const off = await startRelay({}, { DEDUP_WINDOW_SECONDS: '0' });
+    expect(off.output.some((line) => line.includes('de-duplication: off'))).toBe(true);
+    // The retry comes after the first was delivered, so no batch holds both: only the ingest's
+    // de-duplication could have stopped it.
+    expect((await postAs(off.url, 'msg_company_2', company)).status).toBe(202);
+    await until(
+      () => off.sim.records('companies').length === 1,
+      20_000,
+      () => 'company not delivered',
+    );
+    expect((await postAs(off.url, 'msg_company_2', company)).status).toBe(202);
+    await until(
+      () => off.sim.records('companies').length === 2,
+      20_000,
+      () => `${off.sim.records('companies').length} companies delivered`,
+    );
+  }, 90_000);
 
   it('finishes the batch in hand when npm is told to stop (SIGTERM to npm alone)', async () => {
     const { sim, url, output, child } = await startRelay({
