@@ -104,6 +104,9 @@ export async function refreshTokens(
   let { token, versionId } = await vault.readToken();
   const healed = await healPendingWrite(versionId, deps);
   if (healed === 'failed') return failed(token, now, deps, 'write_failed');
+  // Without knowing whether a half-finished write holds the rotated refresh token, a token call
+  // could spend the old one: try again next run instead.
+  if (healed === 'unknown') return failed(token, now, deps, 'pending_unreadable');
   if (healed) ({ token, versionId } = healed);
 
   const msLeft = token ? Date.parse(token.accessTokenExpiresAt) - now : 0;
@@ -252,14 +255,16 @@ function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAhea
 async function healPendingWrite(
   currentVersion: string | undefined,
   deps: RefreshDeps,
-): Promise<{ token: TokenSecret; versionId: string } | 'failed' | undefined> {
+): Promise<{ token: TokenSecret; versionId: string } | 'failed' | 'unknown' | undefined> {
   if (currentVersion === undefined) return undefined;
   let pending: { token: TokenSecret; versionId: string } | undefined;
   try {
     pending = await deps.vault.readPending();
   } catch (error) {
-    deps.logger.warn('Could not read the pending token version', { error: describe(error) });
-    return undefined;
+    deps.logger.warn('Could not read the pending token version; no token call this run', {
+      error: describe(error),
+    });
+    return 'unknown';
   }
   if (
     pending === undefined ||

@@ -4,6 +4,7 @@ import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/clien
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import type { TokenVault } from '../../functions/core/ports.ts';
 import { requestTokenFor } from '../../functions/core/token-refresh.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
@@ -345,6 +346,50 @@ describe('a write left half-finished heals in a new container', () => {
       expectNoSecretsIn(output, [before.refreshToken, rotated.refreshToken, rotated.accessToken]);
     });
   }
+
+  it('makes no token call while the pending version cannot be read, and heals on the next run', async () => {
+    const ids = await createEnvironment(
+      client,
+      userCredential(),
+      await authorizedTokens(sim, clock),
+    );
+    now += 3_000_000;
+    fake.failNext('UpdateSecretVersionStage', 2, { code: 'AccessDeniedException', status: 400 });
+    await refresher(client, ids, clock)({});
+    const callsBefore = tokenCalls().length;
+    // A new container whose read of AWSPENDING fails once (throttled, say).
+    const vault = new SecretsManagerTokenVault(client, ids);
+    let pendingReads = 0;
+    const flaky: TokenVault = {
+      readClient: () => vault.readClient(),
+      readToken: () => vault.readToken(),
+      writeToken: (...args) => vault.writeToken(...args),
+      readPending: async () => {
+        pendingReads++;
+        if (pendingReads === 1) throw new Error('ThrottlingException: Rate exceeded');
+        return vault.readPending();
+      },
+    };
+    const run = createRefreshHandler({
+      vault: flaky,
+      granterFor: (credential) =>
+        new MauticOAuthClient({ ...credential, fetch, clock: { now: clock }, timeoutMs: 2_000 }),
+      clock: { now: clock },
+      logger: new Logger({ serviceName: 'refresh-test', logLevel: 'SILENT' }),
+      metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
+      refreshAheadSeconds: 900,
+      refreshTokenLifetimeSeconds: 1_209_600,
+      unsaved: { value: undefined },
+    });
+
+    const blind = await run({});
+    const healed = await run({});
+
+    expect(blind).toEqual({ action: 'failed', why: 'pending_unreadable' });
+    expect(healed).toMatchObject({ action: 'none', why: 'fresh' });
+    expect(tokenCalls().length).toBe(callsBefore);
+    expect(tokenCalls().every((r) => r.status === 200)).toBe(true);
+  });
 
   it('leaves alone a pending version built on an older one (superseded by authorize)', async () => {
     const tokens = await authorizedTokens(sim, clock);
