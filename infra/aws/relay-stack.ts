@@ -421,7 +421,7 @@ export class RelayStack extends Stack {
     });
     alarm(
       'DedupStoreAlarm',
-      'The ingest could not use its de-duplication table: requests are refused with 503; see the ingest log group (event dedup_store_failed).',
+      'The ingest could not use its de-duplication table: requests whose id could not be claimed were refused with 503 (senders retry); see the ingest log group (event dedup_store_failed).',
       {
         metric: dedupFailures.metric({ period: fiveMinutes, statistic: 'Sum' }),
         threshold: 0,
