@@ -309,6 +309,41 @@ describe('idempotent ingest', () => {
       expect(logged).not.toContain(secret);
   });
 
+  it('keeps the 202 when only saving the answer fails after queueing, logs it, and answers a retry 409 while the claim holds', async () => {
+    const { queue, queued } = await setUp();
+    const { tableName } = await newLedger(db);
+    const client = dynamoDbClient(db.endpoint);
+    // The claim (PutItem) succeeds; saving the answer (UpdateItem) is throttled.
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'UpdateItemCommand') {
+          throw Object.assign(new Error('Rate of requests exceeds the allowed throughput.'), {
+            name: 'ProvisionedThroughputExceededException',
+          });
+        }
+        return next(args);
+      },
+      { step: 'initialize' },
+    );
+    const logger = recordingLogger();
+    const ledger = new DynamoDbRequestLedger(client, tableName, { windowSeconds: 86_400, logger });
+    const handle = ingestHandler(queue, { ledger });
+    const request = () =>
+      handle(httpApiEvent({ body, headers: signedHeaders(body, { id: 'msg_save_fails' }) }));
+
+    const first = await request();
+    const retry = await request();
+
+    // The events are queued: a 503 ("safe to retry") would make the sender queue them twice.
+    expect(first.status).toBe(202);
+    expect(await queued()).toBe(2);
+    expect(logger.lines.map((l) => JSON.parse(l).event)).toEqual(['dedup_store_failed']);
+    expect(retry.status).toBe(409);
+    expect(retry.body.error?.code).toBe('request_in_progress');
+    expect(await queued()).toBe(2);
+    client.destroy();
+  });
+
   it('leaves the id free after a 4xx or a 503, so the corrected or retried request is accepted', async () => {
     const { ledger, queue, queued } = await setUp();
     const handle = ingestHandler(queue, { ledger });
