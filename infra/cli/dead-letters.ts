@@ -278,6 +278,13 @@ export async function redriveDeadLetters(
   const total = (await countMessages(sqs, urls.deadLetterQueueUrl)).total;
   const state = { scanned: 0, matched: 0, moved: 0, total };
   const started = options.now();
+  // What this redrive moved may be refused again and come back as a new dead letter while it
+  // runs (the cause not fixed yet): such a copy is not one to move again, or the same event
+  // would go round and round. Only letters already there when it started, each event once.
+  const movedEvents = new Set<string>();
+  const before = (scanned: Scanned) =>
+    scanned.deadLetteredMs < started &&
+    (scanned.item.eventId === null || !movedEvents.has(scanned.item.eventId));
   // A scan ends before what it hid reappears; on a large queue another round finds the rest.
   let complete = false;
   for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
@@ -290,7 +297,7 @@ export async function redriveDeadLetters(
       options,
       async (batch) => {
         state.scanned += batch.length;
-        const matching = batch.filter((scanned) => matches(scanned, filters));
+        const matching = batch.filter((scanned) => before(scanned) && matches(scanned, filters));
         state.matched += matching.length;
         const room = Math.max(0, filters.limit - state.moved);
         const moving = options.dryRun ? [] : matching.slice(0, room);
@@ -304,6 +311,7 @@ export async function redriveDeadLetters(
             gone.add(messageId);
             state.moved++;
           }
+          for (const { item } of moving) if (item.eventId !== null) movedEvents.add(item.eventId);
         }
         options.progress({ ...state });
         return gone;

@@ -220,6 +220,22 @@ describe('operator commands against npm start', () => {
       (status.token as { accessTokenSecondsLeft: number }).accessTokenSecondsLeft,
     ).toBeGreaterThan(60);
 
+    // Redriven before the cause is fixed: each event goes to Mautic once more and comes back as
+    // a new dead letter while the (slowed) redrive still runs; it is not moved round again.
+    const earlyStart = Date.now();
+    const early = await json(['redrive', '--local', '--entity', 'companies', '--rate', '5'], env);
+    expect(early).toEqual({ matched: 20, moved: 20, left: 0 });
+    await until(
+      async () => (await json<{ count: number }>(['dead-letters', '--local'], env)).count === 21,
+      30_000,
+      () => output.join('\n'),
+    );
+    expect(output.filter((line) => line.startsWith('dead-lettered '))).toHaveLength(41);
+    const triedAgain = sim.requests
+      .filter((r) => r.path === '/api/companies/batch/edit' && r.at >= earlyStart)
+      .reduce((sum, r) => sum + (r.items ?? 0), 0);
+    expect(triedAgain).toBe(20);
+
     // The cause is fixed: the companies exist now.
     for (let i = 1; i <= 20; i++)
       expect(sim.seed('companies', { companyname: `Old ${i}` }).id).toBe(i);
