@@ -119,7 +119,9 @@ ${FILTER_HELP}
         } else
           for (const line of deadLetterLines(list, values['show-data'] === true)) io.stdout(line);
         if (!list.complete)
-          io.stderr('The queue is too large to read in one go: the counts are partial.\n');
+          io.stderr(
+            'The counts are partial: the queue is too large to read in one go, or another read (or one that was stopped) still hides some dead letters for up to a minute.\n',
+          );
         return EXIT.ok;
       });
     },

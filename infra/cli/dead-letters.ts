@@ -229,7 +229,10 @@ export async function listDeadLetters(
   options: { showData: boolean; now: () => number; hideSeconds: number },
 ): Promise<DeadLetterList> {
   const found: Scanned[] = [];
-  const { complete } = await scan(sqs, queueUrl, options, async (batch) => {
+  // Dead letters another read still hides (a read running now, or one that was killed) cannot
+  // be counted: the list then says it is partial rather than under-count quietly.
+  const { hidden } = await countMessages(sqs, queueUrl);
+  const { complete: scanned } = await scan(sqs, queueUrl, options, async (batch) => {
     found.push(...batch.filter((scanned) => matches(scanned, filters)));
     return new Set();
   });
@@ -240,7 +243,7 @@ export async function listDeadLetters(
     const { id, data, ...rest } = item;
     return options.showData ? { ...rest, id: id ?? null, data } : rest;
   });
-  return { count: found.length, byReason, items, complete };
+  return { count: found.length, byReason, items, complete: scanned && hidden === 0 };
 }
 
 export interface RedriveResult {

@@ -382,6 +382,23 @@ describe('status --env', () => {
 });
 
 describe('dead-letters --env', () => {
+  it('says the counts are partial when another read still hides some dead letters', async () => {
+    deployed();
+    queue(DLQ, 3, 10);
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce({ Messages: [deadLetter(1), deadLetter(2), deadLetter(3)] })
+      .resolves({ Messages: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({ Successful: [] });
+
+    const { code, out, err } = await run(['dead-letters', '--env', 'dev', '--json']);
+
+    expect(code).toBe(EXIT.ok);
+    expect(JSON.parse(out).count).toBe(3);
+    expect(err).toContain('The counts are partial');
+    expect(err).toContain('still hides some dead letters');
+  });
+
   it('counts past 10 per receive, lists newest first with reasons, hides contents, and makes every message visible again', async () => {
     deployed();
     queue(DLQ, 13);
