@@ -236,25 +236,20 @@ async function start(
       metrics,
     },
   );
-  const pollers = Array.from(
-    { length: config.MAX_CONCURRENCY },
-    () =>
-      new SqsEventSource({
-        sqs,
-        queueUrl: queues.queueUrl,
-        queueArn: queues.queueArn,
-        handler: batch,
-        batchSize: config.BATCH_SIZE,
-        batchWindowMs: config.BATCH_WINDOW_SECONDS * 1000,
-        functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
-        onError: (error) =>
-          logger.warn('Polling the events queue failed', { error: String(error) }),
-      }),
-  );
-  for (const poller of pollers) poller.start();
-  stops.push(async () => {
-    await Promise.all(pollers.map((poller) => poller.stop()));
+  // One mapping with the function's concurrency: its pollers gather ahead of the invocations.
+  const poller = new SqsEventSource({
+    sqs,
+    queueUrl: queues.queueUrl,
+    queueArn: queues.queueArn,
+    handler: batch,
+    batchSize: config.BATCH_SIZE,
+    batchWindowMs: config.BATCH_WINDOW_SECONDS * 1000,
+    functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
+    maxConcurrency: config.MAX_CONCURRENCY,
+    onError: (error) => logger.warn('Polling the events queue failed', { error: String(error) }),
   });
+  poller.start();
+  stops.push(() => poller.stop());
 
   const generatedSecret = config.WEBHOOK_SECRET.length === 0;
   const webhookSecrets = generatedSecret
