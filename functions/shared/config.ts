@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { type RetryPolicy, receivesForHorizon } from '../core/outcomes.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */

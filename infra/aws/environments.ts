@@ -1,5 +1,5 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
-import { z } from 'zod';
+import * as z from 'zod';
 import { MAX_RETRY_HORIZON_SECONDS, retryPolicy } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */

@@ -3,7 +3,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { startFauxqs } from 'fauxqs';
-import { z } from 'zod';
+import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
