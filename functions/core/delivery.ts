@@ -1,4 +1,4 @@
-import type { Chunk, PlannedItem } from './batch-plan.ts';
+import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
 import {
   MauticAuthError,
   MauticBatchLimitError,
@@ -7,6 +7,7 @@ import {
   MauticRateLimitError,
   MauticResponseError,
   MauticTransientError,
+  possiblyApplied,
 } from './errors.ts';
 import type {
   Clock,
@@ -75,11 +76,21 @@ export interface DeliveryDeps {
 
 /** Items per call whose per-item status means "never going to work". */
 const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
+/** Per-item statuses that judge an item's content: a merged item so refused is split up. */
+const INVALID_ITEM_STATUSES = new Set([400, 422]);
 
 /**
  * Delivers planned chunks to Mautic and returns one outcome per message id. It never throws for
- * a Mautic failure: each becomes an outcome. Creates, edits and deletes of one entity run in that
- * order; entities run `concurrency` at a time.
+ * a Mautic failure: each becomes an outcome. The chunks of one entity run one after the other,
+ * in plan order (its phases); entities run `concurrency` at a time.
+ *
+ * - Order per record: an item that must follow an event left to the queue (retry) is left to
+ *   the queue too, untried, so that the next receive sees them in the same order.
+ * - A merged item that Mautic refuses as invalid (per-item 400/422) is sent again event by
+ *   event, in arrival order, so each event gets what it would have got alone.
+ * - A create that Mautic may have applied without saying so (a 2xx it cannot read, a timeout
+ *   or a dropped connection after sending) is refused with `ambiguous_result` rather than sent
+ *   again, unless it is a contact with an email, which Mautic upserts.
  *
  * - 401: the token is re-read bypassing the cache and the call retried once; a second 401 asks
  *   the refresher for a refresh and leaves this and every later item to the queue.
@@ -115,6 +126,8 @@ export async function deliverChunks(
 
 class DeliveryRun {
   readonly outcomes = new Map<string, MessageOutcome>();
+  /** The records of items left to the queue: later items that must follow them wait. */
+  readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
   #rateLimitedUntil: number | undefined;
   #unauthorized: string | undefined;
   #refreshRequested = false;
@@ -136,10 +149,29 @@ class DeliveryRun {
   }
 
   async deliverChunk(chunk: Chunk): Promise<void> {
+    // Items of one chunk never follow each other, so one check at its start covers them all.
+    const ready = chunk.items.filter((item) => !this.#blocked(item));
     const limit = this.#limit();
-    for (let start = 0; start < chunk.items.length; start += limit) {
-      await this.#deliverItems(chunk, chunk.items.slice(start, start + limit));
+    for (let start = 0; start < ready.length; start += limit) {
+      await this.#deliverItems(chunk, ready.slice(start, start + limit));
     }
+  }
+
+  /** Whether the item must follow an item left to the queue; if so it is left there too. */
+  #blocked(item: PlannedItem): boolean {
+    const blockers = this.#waiting.filter((earlier) => mustFollow(item.record, earlier.record));
+    if (blockers.length === 0) return false;
+    // Not back before what it waits for (e.g. a rate-limited event), as far as the queue allows,
+    // and with the failure it waits behind, for the dead letter if the horizon runs out.
+    const notBefore = Math.max(...blockers.map((blocker) => blocker.outcome.notBefore ?? 0));
+    const first = blockers[0]?.outcome;
+    this.#settle([item], {
+      kind: 'retry',
+      reason: 'earlier_event_pending',
+      ...(notBefore > 0 ? { notBefore } : {}),
+      message: `An earlier event of the same record went back to the queue (${first?.reason}${first?.message ? `: ${first.message}` : ''})`,
+    });
+    return true;
   }
 
   async #deliverItems(chunk: Chunk, items: PlannedItem[]): Promise<void> {
@@ -169,6 +201,17 @@ class DeliveryRun {
           freshToken = true;
           continue;
         }
+        if (chunk.action === 'create' && possiblyApplied(error)) {
+          // Sending again could create these records twice: only upserted contacts may go again.
+          const unsafe = items.filter((item) => !isUpserted(chunk.entity, item));
+          this.#settle(unsafe, {
+            kind: 'rejected',
+            reason: 'ambiguous_result',
+            message: `Mautic may have created this record; its answer cannot tell (${describe(error)})`,
+          });
+          items = items.filter((item) => isUpserted(chunk.entity, item));
+          if (items.length === 0) return;
+        }
         const next = await this.#afterFailure(chunk, items, error, attempt);
         if (next === 'again') {
           attempt++;
@@ -177,10 +220,22 @@ class DeliveryRun {
         return;
       }
       this.#record(chunk, items, started, results);
+      const invalidMerged: PlannedItem[] = [];
       items.forEach((item, index) => {
-        this.#settle([item], outcomeOf(results[index]));
+        const result = results[index];
+        if (item.parts && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status))
+          invalidMerged.push(item);
+        else this.#settle([item], outcomeOf(result));
       });
+      for (const item of invalidMerged) await this.#deliverOneByOne(chunk, item.parts ?? []);
       return;
+    }
+  }
+
+  /** Sends the events of a refused merged item alone, in order, each after the one before. */
+  async #deliverOneByOne(chunk: Chunk, parts: PlannedItem[]): Promise<void> {
+    for (const part of parts) {
+      if (!this.#blocked(part)) await this.#deliverItems(chunk, [part]);
     }
   }
 
@@ -361,8 +416,10 @@ class DeliveryRun {
   }
 
   #settle(items: PlannedItem[], outcome: MessageOutcome): void {
-    for (const item of items)
+    for (const item of items) {
       for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
+      if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });
+    }
   }
 
   async #requestRefresh(reason: string): Promise<void> {
@@ -388,6 +445,12 @@ class DeliveryRun {
   #timeFor(backoffMs: number): boolean {
     return this.#deps.clock.now() + backoffMs < this.#deadline - this.#options.deadlineMarginMs;
   }
+}
+
+/** Whether Mautic upserts the item's create (a contact with an email), so a repeat is harmless. */
+function isUpserted(entity: string, item: PlannedItem): boolean {
+  const email = item.payload.email;
+  return entity === 'contacts' && typeof email === 'string' && email.trim() !== '';
 }
 
 /** Maps one Mautic item result to the message outcome (contract §2). */

@@ -151,18 +151,32 @@ export type TransientErrorKind =
 export class MauticTransientError extends MauticError {
   override name = 'MauticTransientError';
   readonly kind: TransientErrorKind;
+  /**
+   * Whether Mautic may have received and applied the request: true when the request may have
+   * left (a timeout, an abort or a dropped connection after sending), false when it certainly
+   * did not (connection refused, name not resolved) or Mautic answered a failure status.
+   */
+  readonly possiblyApplied: boolean;
 
   constructor(
-    details: { method: string; path: string; kind: TransientErrorKind; status?: number },
+    details: {
+      method: string;
+      path: string;
+      kind: TransientErrorKind;
+      status?: number;
+      possiblyApplied?: boolean;
+    },
     options?: ErrorOptions,
   ) {
     const status = details.status === undefined ? '' : ` with status ${details.status}`;
+    const applied = details.possiblyApplied ? ', possibly applied' : '';
     super(
-      `${details.method} ${details.path} failed${status} (${details.kind})`,
+      `${details.method} ${details.path} failed${status} (${details.kind}${applied})`,
       { ...details, retryable: true },
       options,
     );
     this.kind = details.kind;
+    this.possiblyApplied = details.possiblyApplied ?? false;
   }
 }
 
@@ -189,6 +203,8 @@ export class MauticPermanentError extends MauticError {
 /** The answer was not JSON, not of the expected shape, or too large. */
 export class MauticResponseError extends MauticError {
   override name = 'MauticResponseError';
+  /** A 2xx whose body cannot be read: Mautic did the work, but which items it did is unknown. */
+  readonly possiblyApplied: boolean;
 
   constructor(
     problem: string,
@@ -200,7 +216,19 @@ export class MauticResponseError extends MauticError {
       details,
       options,
     );
+    this.possiblyApplied = details.status >= 200 && details.status < 300;
   }
+}
+
+/**
+ * Whether a failed call may have been applied by Mautic all the same, so that sending it again
+ * could apply it twice (contract §2, "No blind re-send").
+ */
+export function possiblyApplied(error: unknown): boolean {
+  return (
+    (error instanceof MauticTransientError || error instanceof MauticResponseError) &&
+    error.possiblyApplied
+  );
 }
 
 /** The access token could not be had: the secret is missing, unreadable, malformed or expired. */

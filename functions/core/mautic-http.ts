@@ -68,14 +68,18 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
       const timeout = AbortSignal.timeout(timeoutMs);
       const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
       const url = `${baseUrl}${path}${query ? `?${query}` : ''}`;
-      const failed = (error: unknown): MauticTransientError => {
+      // `sent`: whether the request may have reached Mautic. Node's fetch does not say whether
+      // the request had left when a call times out or is aborted, so those count as sent; only
+      // a failure to connect at all is certainly not.
+      const failed = (error: unknown, sent: boolean): MauticTransientError => {
         let kind: 'aborted' | 'timeout' | 'network' = 'network';
         if (signal?.aborted) kind = 'aborted';
         else if (timeout.aborted) kind = 'timeout';
+        const possiblyApplied = sent && (kind !== 'network' || !failedToConnect(error));
         // The foreign error is kept as the cause; Node's fetch errors carry no request headers.
-        return new MauticTransientError({ method, path, kind }, { cause: error });
+        return new MauticTransientError({ method, path, kind, possiblyApplied }, { cause: error });
       };
-      if (signal?.aborted) throw failed(signal.reason);
+      if (signal?.aborted) throw failed(signal.reason, false);
 
       let response: Response;
       try {
@@ -87,7 +91,7 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
           signal: combined,
         });
       } catch (error) {
-        throw failed(error);
+        throw failed(error, true);
       }
 
       let bytes: Uint8Array;
@@ -101,7 +105,8 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
             { cause: error },
           );
         }
-        throw failed(error);
+        // A 2xx that breaks off in its body was applied; a failure status was not.
+        throw failed(error, response.status >= 200 && response.status < 300);
       }
 
       const text = new TextDecoder().decode(bytes);
@@ -129,6 +134,29 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
       }
     },
   };
+}
+
+/** Error codes of a connection that never opened, so no request left (Node and undici). */
+const NOT_CONNECTED_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** Whether a fetch failure happened before a connection was made (looked up along `cause`). */
+function failedToConnect(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause && depth < 5; depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && NOT_CONNECTED_CODES.has(code)) return true;
+    if (cause instanceof AggregateError)
+      return cause.errors.length > 0 && cause.errors.every(failedToConnect);
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 class BodyTooLargeError extends Error {

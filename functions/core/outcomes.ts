@@ -184,8 +184,35 @@ export function settleBatch<M extends QueuedMessage>(
       bySeconds.set(seconds, [...(bySeconds.get(seconds) ?? []), message]);
     }
   }
+  holdBackWithTheirEarlierEvents(bySeconds, outcomes);
   const delays = [...bySeconds].map(([seconds, delayed]) => ({ seconds, messages: delayed }));
   return { delivered, deadLetters, retry, delays, retryReasons };
+}
+
+/**
+ * Gives a message held back behind an earlier event of its record (`earlier_event_pending`)
+ * the longest delay of the batch, which is at least that of the event it waits for, so the two
+ * come back together (the planner then keeps their order) or the earlier one first; never the
+ * later one alone first, as their own jitter could make it (issue 11).
+ */
+function holdBackWithTheirEarlierEvents<M extends QueuedMessage>(
+  bySeconds: Map<number, M[]>,
+  outcomes: ReadonlyMap<string, MessageOutcome>,
+): void {
+  const longest = Math.max(0, ...bySeconds.keys());
+  const pending = (message: M) => {
+    const outcome = outcomes.get(message.messageId);
+    return outcome?.kind === 'retry' && outcome.reason === 'earlier_event_pending';
+  };
+  for (const [seconds, messages] of bySeconds) {
+    if (seconds === longest || !messages.some(pending)) continue;
+    bySeconds.set(
+      seconds,
+      messages.filter((message) => !pending(message)),
+    );
+    bySeconds.set(longest, [...(bySeconds.get(longest) ?? []), ...messages.filter(pending)]);
+    if (bySeconds.get(seconds)?.length === 0) bySeconds.delete(seconds);
+  }
 }
 
 function receiveCount(message: QueuedMessage): number {

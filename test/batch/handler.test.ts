@@ -60,6 +60,7 @@ async function startRelay(options: {
   maxReceiveCount?: number;
   deadLetterQueueUrl?: string;
   concurrency?: number;
+  batchWindowMs?: number;
 }) {
   observed = recorder();
   const sim = await startMauticSimulator(options.sim);
@@ -125,7 +126,7 @@ async function startRelay(options: {
     queueArn: pair.queueArn,
     handler,
     batchSize: options.batchSize ?? 200,
-    batchWindowMs: 300,
+    batchWindowMs: options.batchWindowMs ?? 300,
     functionTimeoutMs: 10_000,
     onInvoke: (report) => reports.push(report),
   });
@@ -222,7 +223,8 @@ function expectNoTokenInOutput(tokens: string[]): void {
 
 describe('batch handler over fauxqs and the Mautic simulator', () => {
   it('delivers 400 events in 2 Mautic calls of 200 and acknowledges them all', async () => {
-    const relay = await startRelay({});
+    // A window long enough to gather 200 however busy the machine is (a full batch ends it).
+    const relay = await startRelay({ batchWindowMs: 5_000 });
     await relay.send(creates(400));
 
     await relay.drain();
@@ -420,6 +422,35 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     await expectAccountedFor(relay, dead, (e) =>
       contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
     );
+  });
+
+  it('dead-letters a company create Mautic applied but answered unreadably (ambiguous_result); sends a contact again, once', async () => {
+    const relay = await startRelay({});
+    relay.sim.failAfterApply({ path: '/api/companies/batch/new' }, 'garble');
+    relay.sim.failAfterApply({ path: '/api/contacts/batch/new' }, 'drop');
+    await relay.send([
+      { entity: 'companies', action: 'create', data: { companyname: 'Acme' } },
+      { entity: 'contacts', action: 'create', data: { email: 'once@example.com' } },
+    ]);
+
+    await relay.drain();
+    const dead = await relay.deadLetters(1);
+
+    expect(dead.map((m) => [attribute(m, 'relay.reason'), attribute(m, 'relay.entity')])).toEqual([
+      ['ambiguous_result', 'companies'],
+    ]);
+    expect(attribute(dead[0] ?? {}, 'relay.detail')).toMatch(
+      /^Mautic may have created this record; its answer cannot tell \(MauticResponseError: POST \/api\/companies\/batch\/new answered 200 with a body that is not JSON\)$/,
+    );
+    expect(relay.sim.records('companies').map((r) => r.companyname)).toEqual(['Acme']);
+    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/companies/batch/new')).toHaveLength(
+      1,
+    );
+    expect(contactEmails(relay.sim)).toEqual(new Set(['once@example.com']));
+    await expectAccountedFor(relay, dead, (e) =>
+      e.entity === 'contacts' ? contactEmails(relay.sim).has('once@example.com') : false,
+    );
+    expectNoTokenInOutput(relay.tokenStore.tokensSeen);
   });
 });
 

@@ -523,3 +523,197 @@ describe('deliverChunks', () => {
     expect([...aborted.values()]).toEqual([{ kind: 'retry', reason: 'deadline' }]);
   });
 });
+
+describe('deliverChunks: order, merges and answers that cannot tell (issue 11)', () => {
+  it('makes one call per 200 events for 2,000 distinct creates (calls per event ≤ 1.05/200)', async () => {
+    const outcomes = await deliverChunks(plan(creates(2_000)), deadline(), deps);
+
+    expect(kinds(outcomes).filter((kind) => kind === 'delivered')).toHaveLength(2_000);
+    expect(apiCalls()).toHaveLength(10);
+    expect(apiCalls().length / 2_000).toBeLessThanOrEqual(1.05 / 200);
+  });
+
+  it('leaves the later events of a record to the queue when an earlier one goes back there', async () => {
+    const first = sim.seed('contacts', { email: 'one@example.com' });
+    const second = sim.seed('contacts', { email: 'two@example.com' });
+    const chunks = plan([
+      { entity: 'contacts', action: 'edit', id: first.id, data: { city: 'A' } },
+      { entity: 'contacts', action: 'edit', id: second.id, data: { city: 'B' } },
+      { entity: 'contacts', action: 'delete', id: first.id },
+      { entity: 'contacts', action: 'delete', id: second.id },
+      { entity: 'contacts', action: 'create', data: { email: 'three@example.com' } },
+    ]);
+    const [editFirst, editSecond, deleteFirst, deleteSecond, create] = ids(chunks).sort(
+      (a, b) => Number(a.slice(1)) - Number(b.slice(1)),
+    );
+    // Mautic hits a deadlock on the first edit only.
+    sim.inject(
+      { path: '/api/contacts/batch/edit' },
+      {
+        status: 200,
+        headers: json,
+        body: JSON.stringify({
+          contacts: { 1: { id: second.id } },
+          statusCodes: [500, 200],
+          errors: { 0: { message: 'Deadlock', code: 500 } },
+        }),
+      },
+    );
+
+    const outcomes = await deliverChunks(chunks, deadline(), deps);
+
+    expect(outcomes.get(editFirst ?? '')).toEqual({ kind: 'retry', reason: 'mautic_item_500' });
+    expect(outcomes.get(editSecond ?? '')).toMatchObject({ kind: 'delivered' });
+    expect(outcomes.get(deleteFirst ?? '')).toEqual({
+      kind: 'retry',
+      reason: 'earlier_event_pending',
+      message: 'An earlier event of the same record went back to the queue (mautic_item_500)',
+    });
+    expect(outcomes.get(deleteSecond ?? '')).toMatchObject({ kind: 'delivered', status: 200 });
+    // A create may be the same record as any edit or delete before it (upsert by email).
+    expect(outcomes.get(create ?? '')).toMatchObject({
+      kind: 'retry',
+      reason: 'earlier_event_pending',
+    });
+    expect(sim.records('contacts').map((record) => record.id)).toEqual([first.id]);
+    expect(apiCalls().map((request) => request.items)).toEqual([2, 1]);
+  });
+
+  it('holds back what follows a rate-limited event until the same reset', async () => {
+    sim.inject(
+      { path: '/api/contacts/batch/new' },
+      {
+        status: 429,
+        headers: { 'x-ratelimit-reset': String(Math.floor(START / 1000) + 600) },
+        body: '{"errors":[{"code":429,"message":"You exceeded the rate limit of 1 API calls per hour.","details":[]}]}',
+      },
+    );
+
+    const outcomes = await deliverChunks(
+      plan([...creates(1), { entity: 'contacts', action: 'delete', id: 1 }]),
+      deadline(),
+      deps,
+    );
+
+    expect([...outcomes.values()]).toMatchObject([
+      { kind: 'retry', reason: 'rate_limited', notBefore: START + 600_000, status: 429 },
+      {
+        kind: 'retry',
+        reason: 'earlier_event_pending',
+        notBefore: START + 600_000,
+        message: expect.stringMatching(
+          /^An earlier event .* \(rate_limited: MauticRateLimitError: /,
+        ),
+      },
+    ]);
+  });
+
+  it('sends a merged item Mautic refuses as invalid again event by event, in order', async () => {
+    const { id } = sim.seed('segments', { name: 'Seg' });
+    const chunks = plan([
+      { entity: 'segments', action: 'edit', id, data: { description: 'kept' } },
+      { entity: 'segments', action: 'edit', id, data: { name: '' } },
+    ]);
+    const [good, bad] = ids(chunks);
+
+    const outcomes = await deliverChunks(chunks, deadline(), deps);
+
+    expect(chunks[0]?.items).toHaveLength(1);
+    expect(outcomes.get(good ?? '')).toMatchObject({ kind: 'delivered', status: 200 });
+    expect(outcomes.get(bad ?? '')).toMatchObject({
+      kind: 'rejected',
+      reason: 'mautic_rejected_item',
+      status: 400,
+    });
+    expect(sim.records('segments')).toMatchObject([{ name: 'Seg', description: 'kept' }]);
+    expect(apiCalls().map((request) => request.items)).toEqual([1, 1, 1]);
+  });
+
+  it('delivers an event repeated in the batch once, both messages sharing the outcome', async () => {
+    const original = incoming({
+      entity: 'companies',
+      action: 'create',
+      data: { companyname: 'A' },
+    });
+    const repeat = { messageId: 'repeat', event: { ...original.event } };
+
+    const outcomes = await deliverChunks(planBatches([original, repeat], 200), deadline(), deps);
+
+    expect(outcomes.get('repeat')).toEqual(outcomes.get(original.messageId));
+    expect(outcomes.get('repeat')).toMatchObject({ kind: 'delivered', status: 201 });
+    expect(sim.records('companies')).toHaveLength(1);
+  });
+
+  for (const how of ['garble', 'drop'] as const) {
+    it(`refuses a company create whose answer Mautic spoilt after applying it (${how}) as ambiguous_result, sent once`, async () => {
+      sim.failAfterApply({ path: '/api/companies/batch/new' }, how);
+
+      const outcomes = await deliverChunks(
+        plan([{ entity: 'companies', action: 'create', data: { companyname: 'Acme' } }]),
+        deadline(),
+        deps,
+      );
+
+      const [outcome] = [...outcomes.values()];
+      expect(outcome).toMatchObject({ kind: 'rejected', reason: 'ambiguous_result' });
+      expect(outcome?.kind === 'rejected' && outcome.message).toMatch(
+        /^Mautic may have created this record; its answer cannot tell \(Mautic\w*Error: POST \/api\/companies\/batch\/new /,
+      );
+      expect(sim.records('companies')).toMatchObject([{ companyname: 'Acme' }]);
+      expect(apiCalls()).toHaveLength(1);
+      expect(JSON.stringify(outcome)).not.toContain(currentToken);
+    });
+
+    it(`sends a contact create again after such an answer (${how}): the upsert keeps it one record`, async () => {
+      sim.failAfterApply({ path: '/api/contacts/batch/new' }, how);
+
+      const outcomes = await deliverChunks(
+        plan([{ entity: 'contacts', action: 'create', data: { email: 'once@example.com' } }]),
+        deadline(),
+        deps,
+      );
+
+      expect([...outcomes.values()]).toEqual([
+        { kind: 'delivered', status: 200, id: sim.records('contacts')[0]?.id },
+      ]);
+      expect(sim.records('contacts')).toHaveLength(1);
+      expect(apiCalls()).toHaveLength(2);
+    });
+  }
+
+  it('retries a company create that never left (connection refused) as a plain transient failure', async () => {
+    const closed = await startMauticSimulator();
+    const url = closed.url;
+    await closed.close();
+    deps.api = new MauticApiClient({ baseUrl: url, fetch });
+
+    const outcomes = await deliverChunks(
+      plan([{ entity: 'companies', action: 'create', data: { companyname: 'Acme' } }]),
+      deadline(),
+      deps,
+    );
+
+    expect([...outcomes.values()]).toEqual([
+      {
+        kind: 'retry',
+        reason: 'mautic_network',
+        message: 'MauticTransientError: POST /api/companies/batch/new failed (network)',
+      },
+    ]);
+    expect(sleeps).toHaveLength(2);
+  });
+
+  it('sends an edit again after an answer that cannot tell: applying it twice is applying it once', async () => {
+    const { id } = sim.seed('companies', { companyname: 'Old' });
+    sim.failAfterApply({ path: '/api/companies/batch/edit' }, 'garble');
+
+    const outcomes = await deliverChunks(
+      plan([{ entity: 'companies', action: 'edit', id, data: { companyname: 'New' } }]),
+      deadline(),
+      deps,
+    );
+
+    expect([...outcomes.values()]).toEqual([{ kind: 'delivered', status: 200, id }]);
+    expect(sim.records('companies')).toMatchObject([{ id, companyname: 'New' }]);
+  });
+});

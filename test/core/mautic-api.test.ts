@@ -8,6 +8,7 @@ import {
   MauticRateLimitError,
   MauticResponseError,
   MauticTransientError,
+  possiblyApplied,
 } from '../../functions/core/errors.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import {
@@ -370,8 +371,39 @@ describe('MauticApiClient whole-call failures', () => {
     expect(slow).toMatchObject({ kind: 'timeout' });
     expect(aborted).toMatchObject({ kind: 'aborted' });
     expect(already).toMatchObject({ kind: 'aborted' });
+    // Whether the request may have been applied (contract §2, "No blind re-send"): a failure
+    // status says it was not; a drop, a timeout or an abort in flight cannot tell.
+    expect([server, proxy, dropped, slow, aborted, already].map(possiblyApplied)).toEqual([
+      false,
+      false,
+      true,
+      true,
+      true,
+      false,
+    ]);
     for (const error of [server, proxy, dropped, slow, aborted])
       expectNoSecrets(error, [call.accessToken]);
+  });
+
+  it('tells a request that never left (connection refused) from one Mautic applied and then lost', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const nowhere = new MauticApiClient({ baseUrl: `http://127.0.0.1:${port}`, fetch });
+    const refused = await thrownBy(() => nowhere.create('companies', [{ companyname: 'A' }], call));
+    sim.failAfterApply({ path: '/api/companies/batch/new' }, 'drop');
+    const dropped = await thrownBy(() => api.create('companies', [{ companyname: 'B' }], call));
+    sim.failAfterApply({ path: '/api/companies/batch/new' }, 'garble');
+    const garbled = await thrownBy(() => api.create('companies', [{ companyname: 'C' }], call));
+
+    expect(refused).toMatchObject({ kind: 'network', possiblyApplied: false });
+    expect(dropped).toMatchObject({ kind: 'network', possiblyApplied: true });
+    expect(garbled).toBeInstanceOf(MauticResponseError);
+    expect(garbled).toMatchObject({ status: 200, possiblyApplied: true });
+    expect((garbled as Error).message).toContain('a body that is not JSON');
+    expect(sim.records('companies').map((record) => record.companyname)).toEqual(['B', 'C']);
+    for (const error of [refused, dropped, garbled]) expectNoSecrets(error, [call.accessToken]);
   });
 
   it('treats a whole-call 403 and 404 as permanent, with Mautic message', async () => {

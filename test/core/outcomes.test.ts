@@ -128,6 +128,22 @@ describe('settleBatch', () => {
     expect(seconds(high)).toEqual([30, 60, 120, 900, 900]);
   });
 
+  it('hides a message held back behind an earlier event for the longest delay of the batch, never less', () => {
+    // m0 failed on its third receive (60 s); m1 waits behind it but was received once (15 s).
+    const messages = [message(0, undefined, 3), message(1), message(2)];
+
+    const settled = settle(messages, [
+      ['m0', { kind: 'retry', reason: 'mautic_server' }],
+      ['m1', { kind: 'retry', reason: 'earlier_event_pending' }],
+      ['m2', { kind: 'retry', reason: 'mautic_server' }],
+    ]);
+
+    expect(settled.delays).toEqual([
+      { seconds: 60, messages: [messages[0], messages[1]] },
+      { seconds: 15, messages: [messages[2]] },
+    ]);
+  });
+
   it('waits for a rate-limit reset when it is later than the backoff, capped at maxDelaySeconds', () => {
     const messages = [message(0), message(1), message(2)];
     const at = (seconds: number): MessageOutcome => ({

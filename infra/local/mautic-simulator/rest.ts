@@ -20,6 +20,7 @@ import {
   type SimRequest,
   scalar,
 } from './symfony.ts';
+import { applyWrite, type WriteMode } from './write-rules.ts';
 
 /** A FOSRest view of an API controller: JMS escaping and the Mautic-Version header. */
 function view(status: number, payload: unknown): Reply {
@@ -163,7 +164,7 @@ function present(entity: EntityName, record: StoredRecord): Record<string, unkno
     color: null,
     ipAddresses: [],
     fields: { all },
-    tags: [],
+    tags: Array.isArray(record.fields.tags) ? record.fields.tags.map((tag) => ({ tag })) : [],
     utmtags: [],
     stage: null,
     doNotContact: [],
@@ -196,23 +197,21 @@ function submittedFields(entity: EntityName, item: Record<string, unknown>) {
   return { fields, overwriteWithBlank: !phpEmpty(item.overwriteWithBlank) };
 }
 
-type WriteMode = 'post' | 'patch' | 'put';
-
+// ----- Write rules (issue 11): the field logic lives in write-rules.ts -----
 function mergeFields(
   entity: EntityName,
   current: Record<string, unknown>,
   submitted: { fields: Record<string, unknown>; overwriteWithBlank: boolean },
   mode: WriteMode,
 ): Record<string, unknown> {
-  // PUT binds with clear-missing, so unsent fields go; POST and PATCH keep them.
-  const result = mode === 'put' ? {} : { ...current };
-  const keepBlanks =
-    mode === 'put' || submitted.overwriteWithBlank || !ENTITIES[entity].customFields;
-  for (const [key, value] of Object.entries(submitted.fields)) {
-    if (keepBlanks || !isBlank(value)) result[key] = value;
-  }
-  return result;
+  return applyWrite(current, submitted.fields, {
+    mode,
+    overwriteWithBlank: submitted.overwriteWithBlank,
+    contact: entity === 'contacts',
+    customFields: ENTITIES[entity].customFields,
+  });
 }
+// ----- end of write rules -----
 
 /** A form violation, or undefined; only the constraints the simulator knows (§5.3, segments). */
 function violation(

@@ -8,8 +8,8 @@
  * Symfony's \u0027), the array-or-object serialization of batch responses, and which bodies
  * Mautic ignores (a JSON body sent as text/plain is ignored, as FOSRestBundle does). This file is
  * the HTTP harness (options, request log, scripted answers, faults, rate limit) and Mautic's
- * routing; oauth.ts holds the OAuth2 server, rest.ts the REST controllers, symfony.ts and php.ts
- * the framework and language mechanics they share.
+ * routing; oauth.ts holds the OAuth2 server, rest.ts the REST controllers (write-rules.ts how
+ * they write fields), symfony.ts and php.ts the framework and language mechanics they share.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
@@ -55,6 +55,9 @@ interface SimulatorFaults {
   /** 'api' (default): only /api/*; 'all': /oauth/* too. */
   scope?: 'api' | 'all';
 }
+
+/** How `failAfterApply` spoils the answer to a request it let through. */
+type AfterApplyFault = 'drop' | 'garble';
 
 /** A scripted answer for `inject`. */
 interface InjectedResponse {
@@ -121,6 +124,17 @@ export interface MauticSimulator {
   inject(
     match: { method?: string; path: string | RegExp },
     response: InjectedResponse,
+    times?: number,
+  ): void;
+  /**
+   * Handles the next `times` (default 1) requests matching `match` as usual, so Mautic applies
+   * them, then fails to tell: 'drop' destroys the connection instead of answering; 'garble'
+   * answers as PHP does when a notice is printed before the response (status 200, text/html,
+   * the notice then the JSON). For "was it applied?" tests (issue 11).
+   */
+  failAfterApply(
+    match: { method?: string; path: string | RegExp },
+    how: AfterApplyFault,
     times?: number,
   ): void;
   addClient(client: SimulatorClient): void;
@@ -340,6 +354,21 @@ export async function startMauticSimulator(
 
   let log: RequestLogEntry[] = [];
   let injections: Injection[] = [];
+  // ----- failAfterApply (issue 11) -----
+  let afterApply: Array<Omit<Injection, 'response'> & { how: AfterApplyFault }> = [];
+  const takeAfterApply = (method: string, path: string): AfterApplyFault | undefined => {
+    const index = afterApply.findIndex(
+      (rule) =>
+        (rule.method === undefined || rule.method === method) &&
+        (typeof rule.path === 'string' ? rule.path === path : new RegExp(rule.path).test(path)),
+    );
+    const rule = afterApply[index];
+    if (rule === undefined) return undefined;
+    rule.remaining -= 1;
+    if (rule.remaining === 0) afterApply.splice(index, 1);
+    return rule.how;
+  };
+  // ----- end of failAfterApply -----
   let faults: { config: SimulatorFaults; random: () => number } | undefined;
   const setFaults = (config: SimulatorFaults | undefined) => {
     checkFaults(config);
@@ -422,7 +451,20 @@ export async function startMauticSimulator(
       const reply = fault.status === 500 ? exceptionError(500) : proxyErrorPage(fault.status);
       return send(res, entry, reply);
     }
-    send(res, entry, respond(state, request, entry));
+    const reply = respond(state, request, entry);
+    // ----- failAfterApply (issue 11): the work is done, the answer is lost or spoilt -----
+    const spoilt = takeAfterApply(method, path);
+    if (spoilt === 'drop') return void req.socket.destroy();
+    if (spoilt === 'garble') {
+      const notice = `<br />\n<b>Notice</b>:  Undefined index: alias in /var/www/html/app/bundles/LeadBundle/Model/FieldModel.php on line 1042<br />\n`;
+      return send(res, entry, {
+        status: 200,
+        headers: { 'content-type': HTML },
+        body: Buffer.concat([Buffer.from(notice), Buffer.from(reply.body)]),
+      });
+    }
+    // ----- end of failAfterApply -----
+    send(res, entry, reply);
   };
 
   const server = createServer((req, res) => {
@@ -463,6 +505,11 @@ export async function startMauticSimulator(
       check(Number.isInteger(status) && status >= 200 && status <= 599, `bad status ${status}`);
       const method = match.method?.toUpperCase();
       injections = [...injections, { method, path: match.path, response, remaining: times }];
+    },
+    failAfterApply(match, how, times = 1) {
+      check(isCount(times), `times must be a positive integer, got ${times}`);
+      const method = match.method?.toUpperCase();
+      afterApply = [...afterApply, { method, path: match.path, how, remaining: times }];
     },
     addClient: (client) => addClient(state.clients, client),
     issueToken(clientId) {
