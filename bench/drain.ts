@@ -1,10 +1,11 @@
 /**
  * How fast the relay drains a backlog: events already queued on a fauxqs events queue are
- * delivered by N pollers (the local stand-in for the SQS event source mapping, batches of 200
- * within a 1 s window, as the local stack sets them) each invoking the real batch handler, into
+ * delivered through the local stand-in for the SQS event source mapping (N invocations at once,
+ * its pollers gathering ahead, batches of 200 within a 1 s window, as the local stack sets them)
+ * invoking the real batch handler (built by functions/batch/compose.ts), into
  * the Mautic simulator answering every API call after a fixed latency, as a real Mautic across a
  * network does. Prints the rate, the Mautic calls per event, and the ratio of the rate to the
- * ideal one: every poller keeping one full batch in Mautic all the time (concurrency × batch size
+ * ideal one: every invocation slot keeping one full batch in Mautic all the time (concurrency × batch size
  * ÷ latency), which only Mautic's latency would limit. Then times the handler's own overhead per
  * 200 events (its time less the time waiting on Mautic, invocations one at a time).
  *
@@ -68,6 +69,8 @@ interface DrainResult {
   mauticMs: number;
   /** Per invocation of BATCH_SIZE events: handler time less the time waiting on Mautic. */
   overheadMs: number[];
+  /** This process's CPU time over the drain's wall time: near 1, its one event loop is the bound. */
+  cpuShare: number;
 }
 
 try {
@@ -183,9 +186,12 @@ async function drain(): Promise<DrainResult> {
 
     const started = performance.now();
     mauticTime.ms = 0;
+    const cpuBefore = process.cpuUsage();
     source.start();
     await untilDelivered(sim, started);
     const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuBefore);
+    const cpuShare = (cpu.user + cpu.system) / 1e6 / seconds;
     await stopSource();
     const mauticMs = mauticTime.ms;
 
@@ -230,7 +236,7 @@ async function drain(): Promise<DrainResult> {
       }
       overheadMs.push(took - (mauticTime.ms - waitedBefore));
     }
-    return { seconds, apiCalls, invocations, mauticMs, overheadMs };
+    return { seconds, apiCalls, invocations, mauticMs, overheadMs, cpuShare };
   } finally {
     for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
   }
@@ -315,7 +321,14 @@ async function untilDelivered(sim: MauticSimulator, started: number): Promise<vo
   throw new Error(`the simulator holds ${held} of ${events} contacts after ${drainTimeoutMs} ms`);
 }
 
-function print({ seconds, apiCalls, invocations, mauticMs, overheadMs }: DrainResult): void {
+function print({
+  seconds,
+  apiCalls,
+  invocations,
+  mauticMs,
+  overheadMs,
+  cpuShare,
+}: DrainResult): void {
   const rate = events / seconds;
   const rssMiB = process.resourceUsage().maxRSS / 1024;
   const busy = mauticMs / (seconds * 1000 * concurrency);
@@ -332,6 +345,10 @@ function print({ seconds, apiCalls, invocations, mauticMs, overheadMs }: DrainRe
   console.log(
     `Mautic calls:    ${apiCalls} (${(apiCalls / events).toFixed(4)} per event), ` +
       `${invocations} invocations (${(events / invocations).toFixed(1)} events each)`,
+  );
+  console.log(
+    `process CPU:     ${(cpuShare * 100).toFixed(0)} % of one core (emulators, simulator and ` +
+      'handler share this process)',
   );
   console.log(`slot busy on Mautic: ${(busy * 100).toFixed(0)} % of ${concurrency} × the drain`);
   console.log(
@@ -350,6 +367,7 @@ function print({ seconds, apiCalls, invocations, mauticMs, overheadMs }: DrainRe
       events_per_s: round(rate, 0),
       baseline_ideal_events_per_s: round(idealRate, 0),
       slot_busy: round(busy, 3),
+      process_cpu_share: round(cpuShare, 2),
       handler_overhead_ms_per_200_p50: round(p50, 2),
       handler_overhead_ms_per_200_p90: round(p90, 2),
       events,
