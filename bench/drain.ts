@@ -29,6 +29,7 @@ import type { SQSRecord } from 'aws-lambda';
 import { buildBatchHandler } from '../functions/batch/compose.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
 import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
+import { startFauxqsThread } from '../infra/local/fauxqs-thread.ts';
 import { lambdaContext } from '../infra/local/lambda-context.ts';
 import {
   type MauticSimulator,
@@ -36,7 +37,7 @@ import {
 } from '../infra/local/mautic-simulator/server.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from '../infra/local/sqs-event-source.ts';
-import { queueCounts, startLocalSqs } from '../test/support/local-sqs.ts';
+import { queueCounts, sqsClient } from '../test/support/local-sqs.ts';
 
 /** The local stack's defaults (infra/local/local-stack.ts). */
 const BATCH_SIZE = 200;
@@ -113,8 +114,11 @@ async function drain(): Promise<DrainResult> {
       new CreateSecretCommand({ Name: tokenSecretId, SecretString: JSON.stringify(token) }),
     );
 
-    const local = await startLocalSqs();
-    stops.push(() => local.stop());
+    // The queue emulator on a thread of its own, as the local stack runs it.
+    const fauxqs = await startFauxqsThread();
+    stops.push(() => fauxqs.stop());
+    const local = { sqs: sqsClient(`http://127.0.0.1:${fauxqs.port}`) };
+    stops.push(async () => local.sqs.destroy());
     const queues = await createQueuePair(local.sqs, {
       name: `bench-drain-${randomUUID().slice(0, 8)}`,
       maxReceiveCount: MAX_RECEIVE_COUNT,

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { startFauxqs } from 'fauxqs';
 import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
@@ -20,6 +19,7 @@ import {
   retryPolicy,
   secretNames,
 } from '../../functions/shared/config.ts';
+import { startFauxqsThread } from './fauxqs-thread.ts';
 import { startHttpFront } from './http-front.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
@@ -171,7 +171,8 @@ async function start(
   );
   await secrets.send(new CreateSecretCommand({ Name: ids.tokenSecretId, SecretString: '{}' }));
 
-  const fauxqs = await startFauxqs({ port: 0, logger: false });
+  // On a thread of its own: the ingest front and the batch handler keep this loop.
+  const fauxqs = await startFauxqsThread();
   stops.push(() => fauxqs.stop());
   const sqs = new SQSClient({ ...localAws, endpoint: `http://127.0.0.1:${fauxqs.port}` });
   stops.push(async () => sqs.destroy());
