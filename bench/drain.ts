@@ -14,9 +14,10 @@
  * The last line is `SUMMARY {json}` for scripts.
  *
  * The events (contacts creates with distinct emails) are queued before the clock starts; it runs
- * from starting the pollers until the simulator holds every contact. The queue emulator, the
- * simulator and the Secrets Manager stand-in run in this process, so the peak RSS and the CPU
- * include theirs (and the queueing before the clock).
+ * from starting the pollers until the simulator holds every contact. The queue emulator runs on
+ * a worker thread of this process, as the local stack runs it; the simulator and the Secrets
+ * Manager stand-in share the handler's event loop, so the peak RSS and the CPU include theirs
+ * (and the queueing before the clock).
  */
 import { randomUUID } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
