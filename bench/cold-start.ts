@@ -64,6 +64,8 @@ const FUNCTION_ENV: Readonly<Record<Name, Readonly<Record<string, string>>>> = {
     EVENTS_QUEUE_URL: QUEUE_URL,
     // No WEBHOOK_SECRET_ID: the credentials come from here, not from Secrets Manager.
     WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    // As the stack sets it; the table is not called at initialisation.
+    DEDUP_TABLE_NAME: 'relay-dedup',
   },
   batch: {
     MAUTIC_BASE_URL: 'https://mautic.example.com',

@@ -157,7 +157,13 @@ async function drain(): Promise<DrainResult> {
       {
         secrets,
         sqs: local.sqs,
-        refresher: { requestRefresh: async (reason) => void refreshRequests.push(reason) },
+        // No refresher runs in the bench: a token refresh would be a bug in it.
+        refresher: {
+          refreshNow: async ({ reason }) => {
+            refreshRequests.push(reason);
+            return { kind: 'busy' };
+          },
+        },
         logger: new Logger({ logLevel: 'SILENT' }),
         metrics: new Metrics({ namespace: 'MauticBatchRelay/bench', serviceName: 'bench' }),
         fetch: timedFetch,

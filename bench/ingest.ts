@@ -9,10 +9,13 @@
  *   npm run bench:ingest -- [requests=3000] [concurrency=16]
  *
  * The relay's process also holds the queue emulator, so its memory and CPU include fauxqs'. It
- * is measured twice: the front on the emulator's event loop, and the front in a worker thread
- * (the local stack's shape). De-duplication is off (DEDUP_WINDOW_SECONDS=0): its local store is
- * an emulator too. The last line is `SUMMARY {json}` for scripts; its value is the ratio of the
- * separate threads, the local stack's shape (it runs fauxqs on a thread of its own).
+ * is measured with de-duplication off (DEDUP_WINDOW_SECONDS=0) twice: the front on the
+ * emulator's event loop, and the front in a worker thread (the local stack's shape: fauxqs runs
+ * on a thread of its own there). Then once more with de-duplication on, on one loop, where every
+ * request also makes two calls to the store (a conditional put to claim its id, an update with
+ * the answer): locally the store is dynalite, which manages only several hundred conditional
+ * writes per second, so that side measures dynalite, not DynamoDB. The last line is
+ * `SUMMARY {json}` for scripts; its value is the ratio of the two-thread shape.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
@@ -21,14 +24,15 @@ import type { AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
 import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
 
-type Side = 'baseline' | 'relay' | 'relay-worker';
-const SIDES: ReadonlyArray<Side> = ['baseline', 'relay', 'relay-worker'];
-/** Off for the ratio: locally the de-duplication store is an emulator, which would be measured. */
-const RELAY_ENV = { DEDUP_WINDOW_SECONDS: '0' };
+type Side = 'baseline' | 'relay' | 'relay-worker' | 'relay-dedup';
+const SIDES: ReadonlyArray<Side> = ['baseline', 'relay', 'relay-worker', 'relay-dedup'];
+/** The local stack's default window, for the side that measures de-duplication's cost. */
+const DEDUP_ON_WINDOW_SECONDS = 86_400;
 
 const WARM_UP_REQUESTS = 300;
 const BODY_BYTES = 1024;
@@ -281,16 +285,20 @@ function print(
     baseline_p99_ms: round(baseline.p99, 2),
   };
   let best = 0;
-  for (const side of ['relay', 'relay-worker'] as const) {
+  const labels = {
+    relay: 'relay (front + fauxqs on one loop)',
+    'relay-worker': 'relay (front, fauxqs: 2 threads)',
+    'relay-dedup': 'relay, dedup on (dynalite, one loop)',
+  } as const;
+  for (const side of ['relay', 'relay-worker', 'relay-dedup'] as const) {
     const f = figures(side);
-    const label =
-      side === 'relay' ? 'relay (front + fauxqs on one loop)' : 'relay (front, fauxqs: 2 threads)';
+    const label = labels[side];
     console.log(row(label, f));
     console.log(
       `  ${side} / baseline: throughput ${(f.rate / baseline.rate).toFixed(2)}x, ` +
         `p99 ${(f.p99 / baseline.p99).toFixed(2)}x`,
     );
-    best = Math.max(best, f.rate / baseline.rate);
+    if (side !== 'relay-dedup') best = Math.max(best, f.rate / baseline.rate);
     const key = side.replace('-', '_');
     summary[`${key}_ratio`] = round(f.rate / baseline.rate, 3);
     summary[`${key}_rps`] = round(f.rate, 0);
@@ -298,6 +306,7 @@ function print(
     summary[`${key}_rss_mib`] = round(f.rssMiB, 0);
   }
   summary.value = round(figures('relay-worker').rate / baseline.rate, 3);
+  summary.dedup_store_calls_per_request = 2;
   summary.best_ratio = round(best, 3);
   summary.requests = options.requests;
   summary.concurrency = options.concurrency;
@@ -396,7 +405,9 @@ interface BenchServer {
 async function startRelay(secret: string, side: Side): Promise<BenchServer> {
   const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
   const { createQueuePair } = await import('../infra/local/sqs-event-source.ts');
+  const { startDedupStore } = await import('../infra/local/dynamodb-local.ts');
   const local = await startLocalSqs();
+  const dedup = await startDedupStore(side === 'relay-dedup' ? DEDUP_ON_WINDOW_SECONDS : 0);
   try {
     const { queueUrl } = await createQueuePair(local.sqs, {
       name: `bench-events-${randomUUID().slice(0, 8)}`,
@@ -405,18 +416,27 @@ async function startRelay(secret: string, side: Side): Promise<BenchServer> {
     });
     const data: FrontData = { secret, endpoint: local.endpoint, queueUrl };
     const front =
-      side === 'relay-worker' ? await startFrontWorker(data) : await startIngestFront(data);
+      side === 'relay-worker'
+        ? await startFrontWorker(data)
+        : await startIngestFront(
+            data,
+            dedup.client && dedup.tableName
+              ? { client: dedup.client, tableName: dedup.tableName }
+              : undefined,
+          );
     return {
       url: front.url,
       async stop() {
         await front.close();
         const { visible } = await queueCounts(local.sqs, queueUrl);
         await local.stop();
+        await dedup.close();
         return visible;
       },
     };
   } catch (error) {
     await local.stop();
+    await dedup.close();
     throw error;
   }
 }
@@ -427,7 +447,11 @@ interface FrontData {
   queueUrl: string;
 }
 
-async function startIngestFront(data: FrontData): Promise<{ url: string; close(): Promise<void> }> {
+/** De-duplication is off unless a store is given (then on dynalite, in this process). */
+async function startIngestFront(
+  data: FrontData,
+  dedup?: { client: DynamoDBClient; tableName: string },
+): Promise<{ url: string; close(): Promise<void> }> {
   const [
     { Logger },
     { buildIngestHandler },
@@ -443,13 +467,15 @@ async function startIngestFront(data: FrontData): Promise<{ url: string; close()
   ]);
   const sqs = sqsSupport.sqsClient(data.endpoint);
   const config = loadIngestConfig({
-    ...RELAY_ENV,
     [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
     [ENV.WEBHOOK_SECRET]: data.secret,
+    [ENV.DEDUP_WINDOW_SECONDS]: String(dedup ? DEDUP_ON_WINDOW_SECONDS : 0),
+    ...(dedup ? { [ENV.DEDUP_TABLE_NAME]: dedup.tableName } : {}),
   });
   const handler = await buildIngestHandler(config, {
     sqs,
     logger: new Logger({ logLevel: 'SILENT' }),
+    ...(dedup ? { dynamodb: dedup.client } : {}),
   });
   const front = await startHttpFront({ handler, maxBodyBytes: config.maxBodyBytes });
   return {

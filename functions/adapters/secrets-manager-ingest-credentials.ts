@@ -1,11 +1,13 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { IngestCredentials } from '../core/ingest.ts';
 import type { Clock } from '../core/ports.ts';
-import { CredentialError, parseCredentials } from '../core/webhook-auth.ts';
+import { credentialLists, readSenderCredentials } from '../core/sender-credentials.ts';
+import { parseCredentials } from '../core/webhook-auth.ts';
 
 /**
- * The ingest's credentials from a Secrets Manager secret holding
- * `{"webhookSecrets": ["whsec_…"], "apiKeys": ["…"], "generatedSecret"?: "…"}`, cached for
+ * The ingest's credentials from a Secrets Manager secret in either format of
+ * `readSenderCredentials` (`{"senders":[…]}` or `{"webhookSecrets":[…],"apiKeys":[…]}`, each
+ * with an optional `"generatedSecret"`), cached for
  * `cacheMs` so a rotation (adding a secret, later removing the old one) takes effect without a
  * deploy. `generatedSecret` is what the stack generates at deploy time: 32 letters and digits,
  * which are the base64 of 24 bytes, so `whsec_<generatedSecret>` is a valid Standard Webhooks
@@ -52,28 +54,9 @@ export class SecretsManagerIngestCredentials {
 
   async #read(now: number): Promise<IngestCredentials> {
     const answer = await this.#client.send(new GetSecretValueCommand({ SecretId: this.#secretId }));
-    let config: { webhookSecrets?: unknown; apiKeys?: unknown; generatedSecret?: unknown };
-    try {
-      config = JSON.parse(answer.SecretString ?? '');
-    } catch {
-      // No cause: a parse error could quote the secret.
-      throw new CredentialError(
-        'The webhook secret is not JSON of the form {"webhookSecrets":[…],"apiKeys":[…]}',
-      );
-    }
-    const strings = (value: unknown, what: string): string[] => {
-      if (value === undefined) return [];
-      if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) {
-        throw new CredentialError(`"${what}" in the webhook secret must be a list of strings`);
-      }
-      return value as string[];
-    };
-    const generated =
-      config.generatedSecret === undefined ? [] : [`whsec_${String(config.generatedSecret)}`];
-    const credentials = parseCredentials({
-      webhookSecrets: [...generated, ...strings(config.webhookSecrets, 'webhookSecrets')],
-      apiKeys: strings(config.apiKeys, 'apiKeys'),
-    });
+    const credentials = parseCredentials(
+      credentialLists(readSenderCredentials(answer.SecretString)),
+    );
     this.#cached = { credentials, readAt: now };
     return credentials;
   }

@@ -1,13 +1,13 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { TokenUnavailableError } from '../core/errors.ts';
-import type { Clock, TokenSource } from '../core/ports.ts';
+import type { Clock, TokenReader, TokenSource } from '../core/ports.ts';
 import { type TokenSecret, tokenSecretSchema } from '../core/token-secret.ts';
 
 /**
  * Reads Mautic's access token from the token secret, cached for `cacheMs` so the secret is not
  * read on every invocation. It only reads: the refresher is the single writer.
  */
-export class SecretsManagerTokenStore implements TokenSource {
+export class SecretsManagerTokenStore implements TokenSource, TokenReader {
   readonly #client: SecretsManagerClient;
   readonly #secretId: string;
   readonly #cacheMs: number;
@@ -26,20 +26,38 @@ export class SecretsManagerTokenStore implements TokenSource {
   }
 
   async accessToken(options?: { fresh?: boolean }): Promise<string> {
-    const now = this.#clock.now();
-    const cached = this.#cached;
-    const usable = (secret: TokenSecret) => Date.parse(secret.accessTokenExpiresAt) > now;
-    if (!options?.fresh && cached && now - cached.readAt < this.#cacheMs && usable(cached.secret)) {
-      return cached.secret.accessToken;
+    const secret = await this.read({ fresh: options?.fresh ?? false });
+    if (secret === undefined) {
+      throw new TokenUnavailableError(
+        'The Mautic token secret is empty or not a token (has the refresher run?)',
+      );
     }
-    // A cached token that expired is read again: the refresher may have written a new one.
-    const secret = await this.#read(now);
-    if (!usable(secret))
+    if (!this.#usable(secret, this.#clock.now()))
       throw new TokenUnavailableError('The stored Mautic access token has expired');
     return secret.accessToken;
   }
 
-  async #read(now: number): Promise<TokenSecret> {
+  /** The stored tokens (none yet: undefined), from the cache unless `fresh` or expired there. */
+  async read(options: { fresh: boolean }): Promise<TokenSecret | undefined> {
+    const now = this.#clock.now();
+    const cached = this.#cached;
+    if (
+      !options.fresh &&
+      cached &&
+      now - cached.readAt < this.#cacheMs &&
+      this.#usable(cached.secret, now)
+    ) {
+      return cached.secret;
+    }
+    // A cached token that expired is read again: the refresher may have written a new one.
+    return this.#read(now);
+  }
+
+  #usable(secret: TokenSecret, now: number): boolean {
+    return Date.parse(secret.accessTokenExpiresAt) > now;
+  }
+
+  async #read(now: number): Promise<TokenSecret | undefined> {
     let text: string | undefined;
     try {
       const answer = await this.#client.send(
@@ -50,16 +68,17 @@ export class SecretsManagerTokenStore implements TokenSource {
       // The SDK's error names the secret and the failure, never its value.
       throw new TokenUnavailableError('Could not read the Mautic token secret', { cause: error });
     }
-    let secret: TokenSecret;
+    let parsed: unknown;
     try {
-      secret = tokenSecretSchema.parse(JSON.parse(text ?? ''));
+      parsed = JSON.parse(text ?? '');
     } catch {
-      // No cause: a parse error could quote the secret's text.
-      throw new TokenUnavailableError(
-        'The Mautic token secret is empty or not a token (has the refresher run?)',
-      );
+      parsed = undefined;
     }
-    this.#cached = { secret, readAt: now };
-    return secret;
+    // Not a token (the stack's placeholder `{}`, nothing yet): no tokens. No parse error is kept,
+    // as it could quote the secret's text.
+    const result = tokenSecretSchema.safeParse(parsed);
+    if (!result.success) return undefined;
+    this.#cached = { secret: result.data, readAt: now };
+    return result.data;
   }
 }

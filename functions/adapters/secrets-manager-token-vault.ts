@@ -63,6 +63,21 @@ export class SecretsManagerTokenVault implements TokenVault {
     return { token: parsed.success ? parsed.data : undefined, versionId: answer.VersionId };
   }
 
+  async readPending(): Promise<{ token: TokenSecret; versionId: string } | undefined> {
+    let answer: { SecretString?: string | undefined; VersionId?: string | undefined };
+    try {
+      answer = await this.#client.send(
+        new GetSecretValueCommand({ SecretId: this.#tokenSecretId, VersionStage: 'AWSPENDING' }),
+      );
+    } catch (error) {
+      if (error instanceof ResourceNotFoundException) return undefined;
+      throw error;
+    }
+    const parsed = tokenSecretSchema.safeParse(parseJson(answer.SecretString));
+    if (!parsed.success || answer.VersionId === undefined) return undefined;
+    return { token: parsed.data, versionId: answer.VersionId };
+  }
+
   /**
    * Puts the tokens as a new version labelled AWSPENDING, then moves AWSCURRENT to it from
    * `basedOn`: Secrets Manager moves the label only if `basedOn` still holds it, which makes the

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { QueueUnavailableError } from '../core/ingest.ts';
 import type { EventQueue, OutgoingMessage } from '../core/ports.ts';
+import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 const BACKOFF_MS = [50, 200, 800];
@@ -27,6 +28,7 @@ export class SqsEventQueue implements EventQueue {
 
   async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
     const groups = groupsOf(messages, (message) => Buffer.byteLength(message.body));
+    const last: FailureReason = {};
     // The groups go out GROUPS_IN_FLIGHT at a time: one after another, a 500-event request
     // waited 50 round trips. A group that cannot be queued fails the request only once every
     // group in flight settled, so no call is left running after the answer.
@@ -36,7 +38,7 @@ export class SqsEventQueue implements EventQueue {
       while (failure === undefined && next < groups.length) {
         const group = groups[next++] as OutgoingMessage[];
         try {
-          await this.#enqueueGroup(group, messages.length);
+          await this.#enqueueGroup(group, messages.length, last);
         } catch (error) {
           failure ??= error;
         }
@@ -46,24 +48,35 @@ export class SqsEventQueue implements EventQueue {
     if (failure !== undefined) throw failure;
   }
 
-  async #enqueueGroup(group: ReadonlyArray<OutgoingMessage>, total: number): Promise<void> {
+  async #enqueueGroup(
+    group: ReadonlyArray<OutgoingMessage>,
+    total: number,
+    last: FailureReason,
+  ): Promise<void> {
     let pending = group.map((message, index): [string, OutgoingMessage] => [
       String(index),
       message,
     ]);
     for (let attempt = 0; pending.length > 0; attempt++) {
-      const failed = await this.#send(pending);
+      const failed = await this.#send(pending, last);
       pending = pending.filter(([id]) => failed.has(id));
       if (pending.length === 0) break;
       const wait = BACKOFF_MS[attempt];
       if (wait === undefined) {
-        throw new QueueUnavailableError(`${pending.length} of ${total} events could not be queued`);
+        throw new QueueUnavailableError(
+          `${pending.length} of ${total} events could not be queued`,
+          last,
+        );
       }
       await sleep(wait);
     }
   }
 
-  async #send(entries: Array<[string, OutgoingMessage]>): Promise<Set<string>> {
+  /** Sends the entries; resolves the ids that failed and notes in `last` what SQS last said. */
+  async #send(
+    entries: Array<[string, OutgoingMessage]>,
+    last: FailureReason,
+  ): Promise<Set<string>> {
     try {
       const answer = await this.#client.send(
         new SendMessageBatchCommand({
@@ -76,12 +89,26 @@ export class SqsEventQueue implements EventQueue {
       if (refused) {
         throw new QueueUnavailableError(
           `SQS refused a message (${refused.Code ?? 'unknown code'})`,
+          { error: 'SenderFault', code: refused.Code },
         );
+      }
+      const failed = answer.Failed?.[0];
+      if (failed) {
+        last.error = 'BatchEntryFailed';
+        last.code = failed.Code;
       }
       return new Set(notListed(entries, answer.Successful));
     } catch (error) {
       if (error instanceof QueueUnavailableError) throw error;
+      last.error = error instanceof Error ? error.name : typeof error;
+      last.code = awsErrorCode(error);
       return new Set(entries.map(([id]) => id));
     }
   }
+}
+
+/** What SQS last said about a failed send: an error name and a code, never a message body. */
+interface FailureReason {
+  error?: string | undefined;
+  code?: string | undefined;
 }

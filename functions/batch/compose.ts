@@ -11,6 +11,7 @@ import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery.ts';
 import { MauticApiClient } from '../core/mautic-api.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
+import { WaitingTokenSource } from '../core/token-wait.ts';
 import type { BatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
 
@@ -20,7 +21,7 @@ const LAMBDA_MAX_TIMEOUT_MS = 900_000;
 export interface BatchEdges {
   secrets: SecretsManagerClient;
   sqs: SQSClient;
-  /** The token refresher: a Lambda invoke in the cloud, a function call locally. */
+  /** The token refresher, run synchronously: a RequestResponse invoke in the cloud, a call locally. */
   refresher: RefreshRequester;
   logger: Logger;
   metrics: Metrics;
@@ -34,6 +35,7 @@ export interface BatchEdges {
  */
 export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdges) {
   const clock = edges.clock ?? Date;
+  const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
   const handler = createBatchHandler({
     api: new MauticApiClient({
       baseUrl: config.mauticBaseUrl,
@@ -42,17 +44,25 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       // them at its margin), so the longest Lambda timeout is only an outer bound.
       timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
     }),
-    tokens: new SecretsManagerTokenStore(edges.secrets, config.tokenSecretId, {
-      cacheMs: config.tokenCacheSeconds * 1000,
+    // Waits for the refresher instead of giving events back (contract §2).
+    tokens: new WaitingTokenSource({
+      reader: new SecretsManagerTokenStore(edges.secrets, config.tokenSecretId, {
+        cacheMs: config.tokenCacheSeconds * 1000,
+        clock,
+      }),
+      refresher: edges.refresher,
       clock,
+      sleep,
+      logger: edges.logger,
+      // Delivery always says how long; this is for any other caller.
+      defaultWaitMs: 10_000,
     }),
-    refresher: edges.refresher,
     queues: new SqsDeliveryQueues(edges.sqs, config),
     retry: config.retry,
     logger: edges.logger,
     metrics: edges.metrics,
     clock,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    sleep,
     random: Math.random,
     // Lives as long as the container, like Mautic's limit it learned.
     learnedLimit: { value: undefined },

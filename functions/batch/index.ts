@@ -12,7 +12,11 @@ const config = loadBatchConfig(process.env);
 export const handler = buildBatchHandler(config, {
   secrets: new SecretsManagerClient({}),
   sqs: new SQSClient({}),
-  refresher: new LambdaRefreshRequester(new LambdaClient({}), config.refreshFunctionName),
+  // One attempt: a throttled invoke means the refresher is busy, and the caller polls instead.
+  refresher: new LambdaRefreshRequester(
+    new LambdaClient({ maxAttempts: 1 }),
+    config.refreshFunctionName,
+  ),
   logger: new Logger(),
   metrics: new Metrics(),
 });

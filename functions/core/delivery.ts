@@ -15,7 +15,6 @@ import type {
   Logger,
   MauticBatchApi,
   MetricsSink,
-  RefreshRequester,
   TokenSource,
 } from './ports.ts';
 
@@ -60,8 +59,8 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
 /** What the delivery talks to. */
 export interface DeliveryDeps {
   api: MauticBatchApi;
+  /** Waits (bounded by the deadline) for the refresher when the token is missing or refused. */
   tokens: TokenSource;
-  refresher: RefreshRequester;
   logger: Logger;
   metrics: MetricsSink;
   clock: Clock;
@@ -92,8 +91,9 @@ const INVALID_ITEM_STATUSES = new Set([400, 422]);
  *   or a dropped connection after sending) is refused with `ambiguous_result` rather than sent
  *   again, unless it is a contact with an email, which Mautic upserts.
  *
- * - 401: the token is re-read bypassing the cache and the call retried once; a second 401 asks
- *   the refresher for a refresh and leaves this and every later item to the queue.
+ * - 401: the token is re-read bypassing the cache and the call retried; a second 401 waits for a
+ *   newer token from the refresher and retries; a third leaves this and every later item to the
+ *   queue. A token that cannot be had before the deadline leaves the items to it too (`no_token`).
  * - 429: no more Mautic calls in this run; what is left waits until the rate-limit window resets.
  * - "A max of N entities": the chunk is split to N (at most half) and the limit remembered.
  * - A whole-call 400/422/413: the chunk is halved until the item at fault is refused alone.
@@ -130,7 +130,6 @@ class DeliveryRun {
   readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
   #rateLimitedUntil: number | undefined;
   #unauthorized: string | undefined;
-  #refreshRequested = false;
   readonly #deadline: number;
   readonly #deps: DeliveryDeps;
   readonly #options: DeliveryOptions;
@@ -176,19 +175,21 @@ class DeliveryRun {
 
   async #deliverItems(chunk: Chunk, items: PlannedItem[]): Promise<void> {
     let freshToken = false;
+    let refused: string | undefined;
     let attempt = 1;
     for (;;) {
       const stopped = this.#stopped();
       if (stopped) return this.#settle(items, stopped);
       let accessToken: string;
       try {
-        accessToken = await this.#deps.tokens.accessToken({ fresh: freshToken });
-      } catch (error) {
-        this.#deps.logger.error('Could not read the Mautic access token', {
-          error: describe(error),
+        accessToken = await this.#deps.tokens.accessToken({
+          fresh: freshToken,
+          ...(refused === undefined ? {} : { refused }),
+          waitUntil: this.#deadline - this.#options.deadlineMarginMs,
         });
-        await this.#requestRefresh('token_unavailable');
-        return this.#settle(items, { kind: 'retry', reason: 'token_unavailable' });
+      } catch (error) {
+        this.#deps.logger.error('No usable Mautic access token', { error: describe(error) });
+        return this.#settle(items, { kind: 'retry', reason: 'no_token' });
       }
 
       const started = this.#deps.clock.now();
@@ -199,6 +200,10 @@ class DeliveryRun {
         this.#record(chunk, items, started, error);
         if (error instanceof MauticAuthError && !freshToken) {
           freshToken = true;
+          continue;
+        }
+        if (error instanceof MauticAuthError && refused === undefined) {
+          refused = accessToken;
           continue;
         }
         if (chunk.action === 'create' && possiblyApplied(error)) {
@@ -244,7 +249,7 @@ class DeliveryRun {
     if (this.#rateLimitedUntil !== undefined) {
       return { kind: 'retry', reason: 'rate_limited', notBefore: this.#rateLimitedUntil };
     }
-    // After a second 401 the refresher was asked for a new token: calls before it lands only fail.
+    // A token refused even after the refresher renewed it: further calls would only fail.
     if (this.#unauthorized !== undefined) return { kind: 'retry', reason: this.#unauthorized };
     if (
       this.#deps.clock.now() > this.#deadline - this.#options.deadlineMarginMs ||
@@ -277,7 +282,6 @@ class DeliveryRun {
       return split(limit);
     }
     if (error instanceof MauticAuthError) {
-      await this.#requestRefresh(`mautic_${error.reason}`);
       this.#unauthorized = `unauthorized_${error.reason}`;
       this.#settle(items, { kind: 'retry', reason: this.#unauthorized });
       return 'done';
@@ -419,18 +423,6 @@ class DeliveryRun {
     for (const item of items) {
       for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
       if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });
-    }
-  }
-
-  async #requestRefresh(reason: string): Promise<void> {
-    if (this.#refreshRequested) return;
-    this.#refreshRequested = true;
-    try {
-      await this.#deps.refresher.requestRefresh(reason);
-    } catch (error) {
-      this.#deps.logger.warn('Could not ask the token refresher for a refresh', {
-        error: describe(error),
-      });
     }
   }
 

@@ -1,10 +1,12 @@
 import {
+  ENTITY_PATTERN,
   type QueuedEvent,
   queuedEventSchema,
   type RelayEvent,
   relayEventSchema,
 } from './events.ts';
-import type { Clock, EventQueue, OutgoingMessage } from './ports.ts';
+import type { Clock, EventQueue, Logger, OutgoingMessage, RequestLedger } from './ports.ts';
+import { type AuthenticatedSender, requestIdentity } from './request-identity.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
 /** The keys a request may be authenticated with: HMAC keys and API key digests. */
@@ -16,16 +18,30 @@ export interface IngestCredentials {
 /** The queue did not accept every message: the request may be retried whole. */
 export class QueueUnavailableError extends Error {
   override name = 'QueueUnavailableError';
+  /** What SQS last said, for the log: the error's name and its code (never a message body). */
+  readonly reason: { error: string | undefined; code: string | undefined };
+
+  constructor(
+    message: string,
+    reason: { error?: string | undefined; code?: string | undefined } = {},
+  ) {
+    super(message);
+    this.reason = { error: reason.error, code: reason.code };
+  }
 }
 
 /** A request as the ingest sees it: raw body bytes and lower-cased header names. */
 export interface IngestRequest {
   body: Uint8Array;
   headers: Readonly<Record<string, string | undefined>>;
+  /** The invocation's request id, for log lines. */
+  requestId?: string | undefined;
+  /** Time left in the invocation: a claim on a request id lasts no longer. */
+  remainingTimeMs?: number | undefined;
 }
 
 export interface IngestResponse {
-  status: 202 | 400 | 401 | 413 | 415 | 422 | 503;
+  status: 202 | 400 | 401 | 409 | 413 | 415 | 422 | 503;
   body: unknown;
 }
 
@@ -34,6 +50,8 @@ export interface IngestLimits {
   maxBodyBytes: number;
   /** Most events in one request. @default 500 */
   maxEvents: number;
+  /** The entities events may name (`ENTITIES`). @default the standard Mautic entities */
+  entities: ReadonlySet<string>;
 }
 
 export interface IngestDeps {
@@ -42,6 +60,9 @@ export interface IngestDeps {
   clock: Clock;
   newId: () => string;
   limits: IngestLimits;
+  /** Remembers accepted requests (contract §1, Idempotency); absent: no de-duplication. */
+  ledger?: RequestLedger | undefined;
+  logger?: Logger | undefined;
 }
 
 /** Nesting deeper than this is refused: re-serialising it could exhaust the stack. */
@@ -60,8 +81,10 @@ interface Detail {
 /**
  * Accepts one POST /events request (contract §1), checking in this order: size (413), content
  * type (415), authentication (401), JSON (400), the schema of every event (422, nothing
- * queued), then queues one message per event (202, or 503 when the queue did not take them all).
- * It never answers 5xx for bad input: every input problem has its 4xx.
+ * queued), the request id (a replay gets the first answer, 409 while the first is in hand, 422
+ * for another body, 503 when the store cannot say), then queues one message per event (202, or
+ * 503 when the queue did not take them all). Bad input never reaches the de-duplication store,
+ * and only a 202 is remembered. It never answers 5xx for bad input: every input problem has its 4xx.
  */
 export async function acceptEvents(
   request: IngestRequest,
@@ -79,6 +102,7 @@ export async function acceptEvents(
     Math.floor(deps.clock.now() / 1000),
   );
   if (sender === undefined) return failure(401, 'unauthorized', 'Authentication failed.');
+  const webhookId = sender.auth.kind === 'webhook' ? sender.auth.webhookId : undefined;
 
   let parsed: unknown;
   try {
@@ -110,9 +134,22 @@ export async function acceptEvents(
       details.push({ index, ...shapeProblem });
       return;
     }
+    const entity = (item as Record<string, unknown>).entity;
+    const unknownEntity =
+      typeof entity === 'string' &&
+      ENTITY_PATTERN.test(entity) &&
+      !deps.limits.entities.has(entity);
+    if (unknownEntity) {
+      details.push({
+        index,
+        path: '/entity',
+        message: 'is not one of the entities this relay accepts (ENTITIES)',
+      });
+    }
     const result = relayEventSchema.safeParse(item);
-    if (result.success) events.push(result.data);
-    else {
+    if (result.success) {
+      if (!unknownEntity) events.push(result.data);
+    } else {
       for (const issue of result.error.issues) {
         // One detail per unknown key, at its own pointer: "" is kept for the request as a whole.
         if (issue.code === 'unrecognized_keys') {
@@ -134,7 +171,7 @@ export async function acceptEvents(
   const queued = events.map(
     (event, index): QueuedEvent => ({
       v: 1,
-      eventId: event.eventId ?? (sender.webhookId ? `${sender.webhookId}:${index}` : deps.newId()),
+      eventId: event.eventId ?? (webhookId ? `${webhookId}:${index}` : deps.newId()),
       receivedAt,
       sender: sender.name,
       entity: event.entity,
@@ -171,22 +208,71 @@ export async function acceptEvents(
     );
   }
 
-  try {
-    await deps.queue.enqueue(messages);
-  } catch (error) {
-    if (error instanceof QueueUnavailableError) {
+  const enqueue = async (): Promise<IngestResponse> => {
+    try {
+      await deps.queue.enqueue(messages);
+    } catch (error) {
+      if (error instanceof QueueUnavailableError) {
+        deps.logger?.error('The events could not be queued', {
+          event: 'queue_unavailable',
+          requestId: request.requestId,
+          events: messages.length,
+          error: error.reason.error,
+          code: error.reason.code,
+        });
+        return failure(
+          503,
+          'queue_unavailable',
+          'The events could not be queued; retry the whole request.',
+        );
+      }
+      throw error;
+    }
+    return {
+      status: 202,
+      body: { accepted: messages.length, eventIds: messages.map((m) => m.eventId) },
+    };
+  };
+
+  const identity = deps.ledger && requestIdentity(sender.auth, headers['idempotency-key'], body);
+  if (deps.ledger === undefined || identity === undefined) return enqueue();
+  const outcome = await deps.ledger.once(
+    identity,
+    async () => {
+      const response = await enqueue();
+      return {
+        response,
+        status: response.status,
+        body: JSON.stringify(response.body),
+        remember: response.status === 202,
+      };
+    },
+    { remainingTimeMs: request.remainingTimeMs, requestId: request.requestId },
+  );
+  switch (outcome.kind) {
+    case 'accepted':
+      return outcome.result.response;
+    case 'replayed':
+      return { status: 202, body: JSON.parse(outcome.body) };
+    case 'in_progress':
+      return failure(
+        409,
+        'request_in_progress',
+        'A request with this id is being handled; retry it later.',
+      );
+    case 'reused':
+      return failure(
+        422,
+        'idempotency_key_reused',
+        'This request id was already used with another body.',
+      );
+    case 'unavailable':
       return failure(
         503,
         'queue_unavailable',
-        'The events could not be queued; retry the whole request.',
+        'The request could not be checked for duplicates; retry the whole request.',
       );
-    }
-    throw error;
   }
-  return {
-    status: 202,
-    body: { accepted: messages.length, eventIds: messages.map((m) => m.eventId) },
-  };
 }
 
 /**
@@ -211,18 +297,34 @@ function authenticate(
   body: Uint8Array,
   credentials: IngestCredentials,
   nowSeconds: number,
-): { name: string; webhookId?: string } | undefined {
-  const webhook = {
-    id: headers['webhook-id'],
-    timestamp: headers['webhook-timestamp'],
-    signature: headers['webhook-signature'],
-  };
+): { name: string; auth: AuthenticatedSender } | undefined {
+  const webhook = webhookHeaders(headers);
   const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
   if (keyIndex !== -1 && webhook.id !== undefined)
-    return { name: `webhook#${keyIndex + 1}`, webhookId: webhook.id };
+    return { name: `webhook#${keyIndex + 1}`, auth: { kind: 'webhook', webhookId: webhook.id } };
   const apiKeyIndex = verifyApiKey(headers.authorization, credentials.apiKeyDigests);
-  if (apiKeyIndex !== -1) return { name: `api-key#${apiKeyIndex + 1}` };
+  const keyDigest = credentials.apiKeyDigests[apiKeyIndex];
+  if (keyDigest !== undefined)
+    return { name: `api-key#${apiKeyIndex + 1}`, auth: { kind: 'api-key', keyDigest } };
   return undefined;
+}
+
+/**
+ * The Standard Webhooks headers, or Svix's names for them (`svix-id`, `svix-timestamp`,
+ * `svix-signature`), which Svix-sent webhooks carry by default. The set is taken whole from one
+ * family, never mixed: any `webhook-*` header picks the Standard Webhooks names.
+ */
+function webhookHeaders(headers: IngestRequest['headers']) {
+  const standard =
+    headers['webhook-id'] !== undefined ||
+    headers['webhook-timestamp'] !== undefined ||
+    headers['webhook-signature'] !== undefined;
+  const prefix = standard ? 'webhook' : 'svix';
+  return {
+    id: headers[`${prefix}-id`],
+    timestamp: headers[`${prefix}-timestamp`],
+    signature: headers[`${prefix}-signature`],
+  };
 }
 
 /** `application/json`, optionally with `charset=utf-8` (any case, any spacing). */

@@ -79,13 +79,54 @@ export interface TokenGranter {
 
 /** Where the batch function gets Mautic's access token; it never refreshes tokens itself. */
 export interface TokenSource {
-  /** The current access token; `fresh` bypasses any cache (after a 401). */
-  accessToken(options?: { fresh?: boolean }): Promise<string>;
+  /**
+   * A usable access token. `fresh` bypasses any cache (after a 401); `refused` is a token Mautic
+   * refused again after a fresh read: a newer one is needed. A missing, expired or refused token
+   * is waited for (the refresher asked) until `waitUntil` (epoch ms) at most; then it throws.
+   */
+  accessToken(options?: { fresh?: boolean; refused?: string; waitUntil?: number }): Promise<string>;
 }
 
-/** Asks the token refresher (the single writer of tokens) to refresh now. */
+/** When the stored tokens were written and when the access token expires: never the tokens. */
+export interface StoredTokens {
+  updatedAt: string;
+  accessTokenExpiresAt: string;
+}
+
+/** One run of the refresher as its caller sees it (`RefreshOutcome` fits). */
+export interface RefreshReport {
+  action: 'none' | 'refreshed' | 'failed';
+  why?: string;
+  grant?: string;
+  stored?: StoredTokens;
+}
+
+/** What the refresher answered: never the tokens, only when the stored ones were written. */
+export type RefreshAnswer =
+  | { kind: 'busy' }
+  | {
+      kind: 'answered';
+      action: 'none' | 'refreshed' | 'failed';
+      why?: string;
+      stored?: StoredTokens;
+    };
+
+/** Runs the token refresher (the single writer of tokens) now and waits for its answer. */
 export interface RefreshRequester {
-  requestRefresh(reason: string): Promise<void>;
+  /**
+   * `staleUpdatedAt`: the `updatedAt` of the tokens the caller found unusable (`null`: none), so
+   * the refresher can skip the token call when newer ones are stored. 'busy': another run holds
+   * the refresher (reserved concurrency 1 throttled this one).
+   */
+  refreshNow(
+    request: { reason: string; staleUpdatedAt: string | null },
+    timeoutMs: number,
+  ): Promise<RefreshAnswer>;
+}
+
+/** The stored token secret, as readers see it (cached unless `fresh`). */
+export interface TokenReader {
+  read(options: { fresh: boolean }): Promise<TokenSecret | undefined>;
 }
 
 /** The two secrets of one environment, as the refresher sees them. */
@@ -94,6 +135,11 @@ export interface TokenVault {
   readClient(): Promise<{ client: ClientSecret }>;
   /** The current tokens, or none yet, with the id of the version read. */
   readToken(): Promise<{ token: TokenSecret | undefined; versionId: string | undefined }>;
+  /**
+   * The version labelled AWSPENDING (the last one put), or none: after a write whose stage move
+   * failed, it holds tokens Mautic already handed out that are not yet current.
+   */
+  readPending(): Promise<{ token: TokenSecret; versionId: string } | undefined>;
   /**
    * Makes `token` the current version, but only if `basedOn` still is (a compare-and-swap):
    * 'superseded' when another writer (the `authorize` command) wrote in between. The same
@@ -168,4 +214,43 @@ export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
 /** Metrics; Powertools' Metrics fits. */
 export interface MetricsSink {
   addMetric(name: string, unit: MetricUnit, value: number): void;
+}
+
+/**
+ * What identifies a request for de-duplication (contract §1.3): `key` names the request,
+ * `bodyHash` tells a retry (same body) from a reuse of the id (another body).
+ */
+export interface RequestIdentity {
+  key: string;
+  bodyHash: string;
+}
+
+/** What the ledger made of a request. */
+export type LedgerOutcome<T> =
+  /** First time (or the last try left the id free): `accept` ran and this is what it gave. */
+  | { kind: 'accepted'; result: T }
+  /** Accepted before within the window: the first answer, and `accept` did not run. */
+  | { kind: 'replayed'; status: number; body: string }
+  /** The same id is being handled right now. */
+  | { kind: 'in_progress' }
+  /** The same id was accepted with another body. */
+  | { kind: 'reused' }
+  /** The store could not be asked: nothing ran. */
+  | { kind: 'unavailable' };
+
+/** The answer `accept` gives: only one `remember`ed is kept; any other leaves the id free. */
+export interface LedgerAnswer {
+  status: number;
+  /** The serialised body, replayed byte for byte. */
+  body: string;
+  remember: boolean;
+}
+
+/** Remembers accepted requests for a window, so a retried or replayed one takes effect once. */
+export interface RequestLedger {
+  once<T extends LedgerAnswer>(
+    identity: RequestIdentity,
+    accept: () => Promise<T>,
+    options: { remainingTimeMs: number | undefined; requestId: string | undefined },
+  ): Promise<LedgerOutcome<T>>;
 }

@@ -5,10 +5,12 @@ import type {
   Logger,
   MauticTokens,
   MetricsSink,
+  StoredTokens,
   TokenGranter,
   TokenVault,
 } from './ports.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
+import { usableFor } from './token-wait.ts';
 
 /** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
 interface UnsavedWrite {
@@ -19,7 +21,8 @@ interface UnsavedWrite {
 
 export interface RefreshDeps {
   vault: TokenVault;
-  granterFor: (client: ClientSecret) => TokenGranter;
+  /** A granter whose token call may take `timeoutMs` at most. */
+  granterFor: (client: ClientSecret, timeoutMs: number) => TokenGranter;
   clock: Clock;
   logger: Logger;
   metrics: MetricsSink;
@@ -29,32 +32,55 @@ export interface RefreshDeps {
   refreshTokenLifetimeSeconds: number;
   /** Tokens obtained but not yet stored; kept for the life of the container. */
   unsaved: { value: UnsavedWrite | undefined };
+  /** What is left of this run's time (Lambda's `getRemainingTimeInMillis`). */
+  remainingMs?: () => number;
 }
 
-/** A run of the refresher: on its schedule, or forced by the batch function after a 401. */
+/**
+ * A run of the refresher: on its schedule, forced by the batch function when its token is
+ * missing, expired or refused, or forced by the operator's `refresh` command.
+ */
 export interface RefreshRequest {
   force: boolean;
   reason: string;
+  /**
+   * The `updatedAt` of the tokens the caller found stale (`null`: it found none). A forced run
+   * that finds other, usable tokens stored makes no token call: many callers that found the same
+   * tokens stale cause one refresh. Absent (the operator's `refresh`): the run always refreshes.
+   */
+  staleUpdatedAt?: string | null;
 }
 
-export type RefreshOutcome =
-  | { action: 'none'; why: 'fresh' | 'refreshed_recently' | 'superseded' }
+export type RefreshOutcome = (
+  | { action: 'none'; why: 'fresh' | 'newer_stored' | 'superseded' }
   | { action: 'refreshed'; grant: 'refresh_token' | 'client_credentials' }
-  | { action: 'failed'; why: string };
+  | { action: 'failed'; why: string }
+) & { stored?: StoredTokens };
 
-/** A forced run finding tokens this recent, and not about to expire, does nothing. */
-const FORCED_RUN_MIN_AGE_MS = 60_000;
+/** Kept back from the token call for storing its answer (two writes, each possibly retried). */
+const WRITE_RESERVE_MS = 6_000;
+/** The token call's timeout when the run's remaining time is unknown (tests, the local stack). */
+const DEFAULT_TOKEN_CALL_MS = 20_000;
 
 /**
  * One run of the token refresher, the single writer of the token secret.
  *
- * Reads the tokens; leaves them alone when the access token has more than
- * `refreshAheadSeconds` left (and the run is not forced), or when a forced run finds them written
- * within the last minute and still valid for one. Otherwise refreshes: the refresh grant while a
- * refresh token is held and unexpired, `client_credentials` otherwise when the credential allows
- * it, and stores the result at once as a new version, compare-and-swapped against the version
- * read. Tokens that could not be stored are kept and stored first on the next run, before any
- * token call, so a rotated refresh token is never lost or sent twice.
+ * First heals a half-finished write: a pending version built on the current one (its put
+ * succeeded, its stage move did not, and the container that made it may be gone) is made current
+ * without any Mautic call, so its rotated refresh token is the one used from now on.
+ *
+ * Then reads the tokens; leaves them alone when the access token has more than
+ * max(`refreshAheadSeconds`, half its lifetime) left and the run is not forced, or when a forced
+ * run names stale tokens and finds others, still usable, stored. Otherwise refreshes: the refresh
+ * grant while a refresh token is held and unexpired, `client_credentials` otherwise when the
+ * credential allows it, and stores the result at once as a new version, compare-and-swapped
+ * against the version read. Tokens that could not be stored are kept by this container and stored
+ * first on its next run, and the pending version heals them in any other container.
+ *
+ * One loss no writer can prevent: Mautic rotated the refresh token but its answer never arrived
+ * (timeout, dropped connection). The old refresh token is then spent and the new one unknown, so
+ * only a new authorization helps. The token call therefore gets most of the run's time, and the
+ * resulting `invalid_grant` says to run `authorize`.
  *
  * A refused refresh token (`invalid_grant`) falls back to `client_credentials` for such a
  * credential; for an `authorization_code` credential the dead refresh token is removed from the
@@ -75,23 +101,28 @@ export async function refreshTokens(
     deps.unsaved.value = undefined;
   }
 
-  const { token, versionId } = await vault.readToken();
+  let { token, versionId } = await vault.readToken();
+  const healed = await healPendingWrite(versionId, deps);
+  if (healed === 'failed') return failed(token, now, deps, 'write_failed');
+  if (healed) ({ token, versionId } = healed);
+
   const msLeft = token ? Date.parse(token.accessTokenExpiresAt) - now : 0;
-  if (token && !request.force && msLeft > deps.refreshAheadSeconds * 1000) {
+  if (token && !request.force && msLeft > refreshAheadMs(token, deps)) {
     reportLifetimes(token, now, metrics);
-    return { action: 'none', why: 'fresh' };
+    return { action: 'none', why: 'fresh', stored: storedOf(token) };
   }
   if (
     token &&
     request.force &&
-    now - Date.parse(token.updatedAt) < FORCED_RUN_MIN_AGE_MS &&
-    msLeft > FORCED_RUN_MIN_AGE_MS
+    request.staleUpdatedAt !== undefined &&
+    token.updatedAt !== request.staleUpdatedAt &&
+    usableFor(token, now)
   ) {
-    logger.info('Forced refresh skipped: the tokens were refreshed moments ago', {
+    logger.info('Forced refresh skipped: newer tokens than the caller had are stored', {
       reason: request.reason,
     });
     reportLifetimes(token, now, metrics);
-    return { action: 'none', why: 'refreshed_recently' };
+    return { action: 'none', why: 'newer_stored', stored: storedOf(token) };
   }
 
   let client: ClientSecret;
@@ -103,7 +134,10 @@ export async function refreshTokens(
     });
     return failed(token, now, deps, 'client_secret_unreadable');
   }
-  const granter = deps.granterFor(client);
+  // Most of the run's time goes to the token call: an answer given up on may be a rotated refresh
+  // token lost for good (see above).
+  const remaining = deps.remainingMs?.() ?? DEFAULT_TOKEN_CALL_MS + WRITE_RESERVE_MS;
+  const granter = deps.granterFor(client, Math.max(1_000, remaining - WRITE_RESERVE_MS));
   const refreshToken =
     token?.refreshToken &&
     (!token.refreshTokenExpiresAt || Date.parse(token.refreshTokenExpiresAt) > now)
@@ -135,10 +169,15 @@ export async function refreshTokens(
       // if the write fails it is kept and retried before any token call.
       const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
       await writeOrKeep(
-        { token: rest, requestToken: requestTokenFor(versionId, 'drop'), basedOn: versionId },
+        { token: rest, requestToken: requestTokenFor(versionId, rest), basedOn: versionId },
         deps,
       );
-      return needsAuthorize(rest, now, deps, 'Mautic refused the refresh token (invalid_grant)');
+      return needsAuthorize(
+        rest,
+        now,
+        deps,
+        'Mautic refused the refresh token (invalid_grant: revoked, expired, or spent by a refresh whose answer was lost)',
+      );
     }
     if (error instanceof MauticTokenError) {
       logger.error(fixFor(error), {
@@ -167,13 +206,14 @@ export async function refreshTokens(
     updatedAt: new Date(tokens.obtainedAt).toISOString(),
   };
   const stored = await writeOrKeep(
-    { token: next, requestToken: requestTokenFor(versionId, 'refresh'), basedOn: versionId },
+    { token: next, requestToken: requestTokenFor(versionId, next), basedOn: versionId },
     deps,
   );
   if (stored === 'failed') return failed(token, now, deps, 'write_failed');
   if (stored === 'superseded') {
     logger.warn('New tokens were stored by someone else meanwhile (authorize?); keeping theirs');
-    return { action: 'none', why: 'superseded' };
+    const theirs = (await vault.readToken()).token;
+    return { action: 'none', why: 'superseded', ...(theirs ? { stored: storedOf(theirs) } : {}) };
   }
   metrics.addMetric('TokenRefreshed', 'Count', 1);
   reportLifetimes(next, now, metrics);
@@ -183,17 +223,65 @@ export async function refreshTokens(
     reason: request.reason,
     accessTokenExpiresAt: next.accessTokenExpiresAt,
   });
-  return { action: 'refreshed', grant };
+  return { action: 'refreshed', grant, stored: storedOf(next) };
 }
 
 /**
- * The write's idempotency token: derived from the version read, so retrying the same write
- * cannot add a second version.
+ * The write's idempotency token (and so the new version's id): derived from the version read and
+ * the new content. Retrying the same write adds no second version; a different write on the same
+ * version (after a half-finished one) cannot collide with it; and a pending version can be told
+ * to have been built on the current one.
  */
-export function requestTokenFor(versionRead: string | undefined, purpose: string): string {
+export function requestTokenFor(versionRead: string | undefined, content: TokenSecret): string {
   return createHash('sha256')
-    .update(`${versionRead ?? 'none'}|${purpose}`)
+    .update(`${versionRead ?? 'none'}|${JSON.stringify(content)}`)
     .digest('hex');
+}
+
+/** Max(`refreshAheadSeconds`, half the access token's lifetime), so short lifetimes renew too. */
+function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAheadSeconds'>) {
+  const lifetime = Date.parse(token.accessTokenExpiresAt) - Date.parse(token.updatedAt);
+  return Math.max(deps.refreshAheadSeconds * 1000, lifetime / 2);
+}
+
+/**
+ * Makes current a pending version built on the current one: tokens whose put succeeded but whose
+ * stage move did not. Nothing to do for the usual pending label, which stays on the version it
+ * made current, or for one built on an older version (superseded, e.g. by `authorize`).
+ */
+async function healPendingWrite(
+  currentVersion: string | undefined,
+  deps: RefreshDeps,
+): Promise<{ token: TokenSecret; versionId: string } | 'failed' | undefined> {
+  if (currentVersion === undefined) return undefined;
+  let pending: { token: TokenSecret; versionId: string } | undefined;
+  try {
+    pending = await deps.vault.readPending();
+  } catch (error) {
+    deps.logger.warn('Could not read the pending token version', { error: describe(error) });
+    return undefined;
+  }
+  if (
+    pending === undefined ||
+    pending.versionId === currentVersion ||
+    requestTokenFor(currentVersion, pending.token) !== pending.versionId
+  ) {
+    return undefined;
+  }
+  const unsaved = {
+    token: pending.token,
+    requestToken: pending.versionId,
+    basedOn: currentVersion,
+  };
+  const result = await write(unsaved, deps);
+  if (result === 'failed') return 'failed';
+  if (result === 'superseded') return undefined;
+  deps.logger.warn('Completed a token write that an earlier run left half-finished');
+  return { token: pending.token, versionId: pending.versionId };
+}
+
+function storedOf(token: TokenSecret): StoredTokens {
+  return { updatedAt: token.updatedAt, accessTokenExpiresAt: token.accessTokenExpiresAt };
 }
 
 /** Writes, keeping the tokens for the next run if the write fails. */
@@ -245,6 +333,7 @@ function needsAuthorize(
 ): RefreshOutcome {
   deps.logger.error(
     `Mautic tokens cannot be refreshed: ${why}. Run "npx mautic-relay authorize" for this environment to authorize the relay again.`,
+    { event: 'needs_authorize' },
   );
   // No refresh token is held: say so with 0, for the refresh-token alarm.
   deps.metrics.addMetric('RefreshTokenSecondsLeft', 'Seconds', 0);

@@ -93,14 +93,15 @@ export function verifyWebhook(
 }
 
 /**
- * Finds the API key that `authorization` (`Bearer <key>`) carries: its index, or -1. Keys are
+ * Finds the API key that `authorization` (`Bearer <key>`, any case of `Bearer`) carries: its index, or -1. Keys are
  * compared as SHA-256 digests, so the comparison is constant-time whatever their lengths.
  */
 export function verifyApiKey(
   authorization: string | undefined,
   keyDigests: ReadonlyArray<Buffer>,
 ): number {
-  const presented = authorization?.match(/^Bearer ([\x21-\x7e]{1,256})$/)?.[1];
+  // The scheme name is case-insensitive (RFC 9110 §11.1); one or more spaces follow it.
+  const presented = authorization?.match(/^Bearer +([\x21-\x7e]{1,256})$/i)?.[1];
   if (presented === undefined) return -1;
   const digest = sha256(presented);
   let match = -1;

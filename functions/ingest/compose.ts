@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDbRequestLedger } from '../adapters/dynamodb-request-ledger.ts';
 import { SecretsManagerIngestCredentials } from '../adapters/secrets-manager-ingest-credentials.ts';
 import { SqsEventQueue } from '../adapters/sqs-event-queue.ts';
 import type { Clock } from '../core/ports.ts';
@@ -15,6 +17,8 @@ export interface IngestEdges {
   sqs: SQSClient;
   /** Needed when the configuration names a webhook secret in Secrets Manager. */
   secrets?: SecretsManagerClient;
+  /** The de-duplication table's client: needed unless DEDUP_WINDOW_SECONDS is 0. */
+  dynamodb?: DynamoDBClient;
   logger: Logger;
   clock?: Clock;
 }
@@ -48,12 +52,26 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
     await stored.load();
     credentials = () => stored.load();
   }
+  let ledger: DynamoDbRequestLedger | undefined;
+  if (config.dedupWindowSeconds > 0) {
+    if (!edges.dynamodb || config.dedupTableName === undefined)
+      throw new Error('A DynamoDB client and DEDUP_TABLE_NAME are needed for de-duplication');
+    ledger = new DynamoDbRequestLedger(edges.dynamodb, config.dedupTableName, {
+      windowSeconds: config.dedupWindowSeconds,
+      logger,
+    });
+  }
   return createIngestHandler({
     credentials,
     queue: new SqsEventQueue(edges.sqs, config.eventsQueueUrl),
     clock,
     newId: randomUUID,
-    limits: { maxBodyBytes: config.maxBodyBytes, maxEvents: config.maxEvents },
+    limits: {
+      maxBodyBytes: config.maxBodyBytes,
+      maxEvents: config.maxEvents,
+      entities: new Set(config.entities),
+    },
+    ledger,
     logger,
   }).use(injectLambdaContext(logger));
 }

@@ -43,12 +43,20 @@ export function createIngestHandler(deps: IngestHandlerDeps) {
         });
       },
     })
-    .handler(async (event) => {
+    .handler(async (event, context) => {
       const body = rawBody(event, deps.limits.maxBodyBytes);
       const response =
         body === undefined
           ? payloadTooLarge(deps.limits.maxBodyBytes)
-          : await acceptEvents({ body, headers: lowerCased(event.headers) }, deps);
+          : await acceptEvents(
+              {
+                body,
+                headers: lowerCased(event.headers),
+                requestId: context.awsRequestId,
+                remainingTimeMs: context.getRemainingTimeInMillis?.(),
+              },
+              deps,
+            );
       return respond(response);
     });
 }

@@ -29,13 +29,9 @@ export function buildRefreshHandler(config: Readonly<RefreshConfig>, edges: Refr
   const clock = edges.clock ?? Date;
   const handler = createRefreshHandler({
     vault: new SecretsManagerTokenVault(edges.secrets, config),
-    granterFor: (client) =>
-      new MauticOAuthClient({
-        ...client,
-        fetch: edges.fetch ?? fetch,
-        clock,
-        timeoutMs: config.mauticTimeoutMs,
-      }),
+    // The token call's timeout follows the run's remaining time (see refreshTokens).
+    granterFor: (client, timeoutMs) =>
+      new MauticOAuthClient({ ...client, fetch: edges.fetch ?? fetch, clock, timeoutMs }),
     clock,
     logger: edges.logger,
     metrics: edges.metrics,

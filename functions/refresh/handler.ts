@@ -1,24 +1,43 @@
-import { type RefreshDeps, type RefreshOutcome, refreshTokens } from '../core/token-refresh.ts';
+import {
+  type RefreshDeps,
+  type RefreshOutcome,
+  type RefreshRequest,
+  refreshTokens,
+} from '../core/token-refresh.ts';
 
-export type RefreshHandler = (event: unknown) => Promise<RefreshOutcome>;
+export type RefreshHandler = (
+  event: unknown,
+  context?: { getRemainingTimeInMillis(): number },
+) => Promise<RefreshOutcome>;
 
 /**
- * The token refresher: run by an EventBridge schedule, or invoked by the batch function with
- * `{"force": true, "reason": "…"}` after a second 401. Reserved concurrency 1 makes it the
- * single writer of the token secret, so two refreshes never race on a single-use refresh token.
+ * The token refresher: run by an EventBridge schedule, or invoked (RequestResponse) by the batch
+ * function with `{"force": true, "reason": "…", "staleUpdatedAt": "…"|null}` when its token is
+ * missing, expired or refused, and by the operator's `refresh` command with no `staleUpdatedAt`.
+ * It answers the outcome and when the stored tokens were written and expire, never the tokens.
+ * Reserved concurrency 1 makes it the single writer of the token secret, so two refreshes never race on a single-use refresh token.
  */
 export function createRefreshHandler(deps: RefreshDeps): RefreshHandler {
-  return (event) => refreshTokens(requestOf(event), deps);
+  return (event, context) =>
+    refreshTokens(requestOf(event), {
+      ...deps,
+      // The token call gets most of what is left (see refreshTokens).
+      ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
+    });
 }
 
-function requestOf(event: unknown): { force: boolean; reason: string } {
+function requestOf(event: unknown): RefreshRequest {
   if (
     typeof event === 'object' &&
     event !== null &&
     (event as { force?: unknown }).force === true
   ) {
-    const reason = (event as { reason?: unknown }).reason;
-    return { force: true, reason: typeof reason === 'string' ? reason.slice(0, 100) : 'on_demand' };
+    const { reason, staleUpdatedAt } = event as { reason?: unknown; staleUpdatedAt?: unknown };
+    return {
+      force: true,
+      reason: typeof reason === 'string' ? reason.slice(0, 100) : 'on_demand',
+      ...(typeof staleUpdatedAt === 'string' || staleUpdatedAt === null ? { staleUpdatedAt } : {}),
+    };
   }
   return { force: false, reason: 'schedule' };
 }

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { ENTITY_PATTERN } from '../core/events.ts';
 import { type RetryPolicy, receivesForHorizon } from '../core/outcomes.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
@@ -22,6 +23,9 @@ export const ENV = {
   CLIENT_SECRET_ID: 'CLIENT_SECRET_ID',
   REFRESH_AHEAD_SECONDS: 'REFRESH_AHEAD_SECONDS',
   REFRESH_TOKEN_LIFETIME_SECONDS: 'REFRESH_TOKEN_LIFETIME_SECONDS',
+  ENTITIES: 'ENTITIES',
+  DEDUP_WINDOW_SECONDS: 'DEDUP_WINDOW_SECONDS',
+  DEDUP_TABLE_NAME: 'DEDUP_TABLE_NAME',
   RETRY_BASE_SECONDS: 'RETRY_BASE_SECONDS',
   RETRY_MAX_DELAY_SECONDS: 'RETRY_MAX_DELAY_SECONDS',
   RETRY_HORIZON_SECONDS: 'RETRY_HORIZON_SECONDS',
@@ -45,6 +49,8 @@ export const DEFAULTS = Object.freeze({
   refreshAheadSeconds: 900,
   /** Mautic's default refresh-token lifetime (14 days); Mautic does not say it per token. */
   refreshTokenLifetimeSeconds: 1_209_600,
+  /** How long a request id is remembered (contract §1.3): a day. */
+  dedupWindowSeconds: 86_400,
   retryBaseSeconds: 30,
   retryMaxDelaySeconds: 900,
   /** A day, like EventBridge's retry limit. */
@@ -88,6 +94,51 @@ export function retryPolicy(settings: {
     maxReceiveCount: settings.maxReceiveCount ?? needed,
   };
 }
+
+/**
+ * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
+ * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and
+ * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
+ * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
+ */
+export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
+  'contacts',
+  'companies',
+  'segments',
+  'notes',
+  'devices',
+  'tags',
+  'assets',
+  'campaigns',
+  'categories',
+  'messages',
+  'dynamiccontents',
+  'emails',
+  'forms',
+  'notifications',
+  'pages',
+  'points',
+  'reports',
+  'smses',
+  'stages',
+  'users',
+  'roles',
+  'hooks',
+  'focus',
+  'tweets',
+]);
+
+/** The longest window accepted: 30 days. */
+export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
+
+/**
+ * The de-duplication table's shape, shared by the ingest, the stack and the local store: its
+ * partition key and TTL attribute (the names Powertools idempotency writes), and the `event` of
+ * the log line the ingest writes when the table fails, which the stack's alarm counts.
+ */
+export const DEDUP_TABLE_KEY = 'id';
+export const DEDUP_TTL_ATTRIBUTE = 'expiration';
+export const DEDUP_STORE_FAILED_EVENT = 'dedup_store_failed';
 
 /** A configuration that cannot work; the message names every bad variable. */
 export class ConfigError extends Error {
@@ -190,6 +241,16 @@ export const commaList = z
       .filter((item) => item !== ''),
   );
 
+/** `ENTITIES`: comma-separated entity names, each a Mautic API path name; unset: the default. */
+export const entityList = commaList
+  .pipe(
+    z.array(z.string().regex(ENTITY_PATTERN, 'must list Mautic API path names such as "contacts"')),
+  )
+  .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
+
+/** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
+export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
+
 const ingestSchema = z
   .object({
     [ENV.EVENTS_QUEUE_URL]: required,
@@ -199,6 +260,13 @@ const ingestSchema = z
     [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
     [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
     [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
+    [ENV.ENTITIES]: entityList,
+    [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
+    [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+  })
+  .refine((env) => env.DEDUP_WINDOW_SECONDS === 0 || env.DEDUP_TABLE_NAME !== undefined, {
+    path: [ENV.DEDUP_TABLE_NAME],
+    message: 'is required unless DEDUP_WINDOW_SECONDS is 0',
   })
   .refine(
     (env) =>
@@ -218,6 +286,10 @@ export interface IngestConfig {
   maxBodyBytes: number;
   maxEvents: number;
   credentialsCacheSeconds: number;
+  entities: string[];
+  /** 0: de-duplication is off. */
+  dedupWindowSeconds: number;
+  dedupTableName: string | undefined;
 }
 
 /** Reads and checks the ingest function's environment once, at cold start. */
@@ -233,6 +305,9 @@ export function loadIngestConfig(
     maxBodyBytes: values.MAX_BODY_BYTES,
     maxEvents: values.MAX_EVENTS_PER_REQUEST,
     credentialsCacheSeconds: values.CREDENTIALS_CACHE_SECONDS,
+    entities: values.ENTITIES,
+    dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
+    dedupTableName: values.DEDUP_TABLE_NAME,
   });
 }
 

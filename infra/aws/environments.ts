@@ -1,6 +1,11 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as z from 'zod';
-import { MAX_RETRY_HORIZON_SECONDS, retryPolicy } from '../../functions/shared/config.ts';
+import { ENTITY_PATTERN } from '../../functions/core/events.ts';
+import {
+  MAX_DEDUP_WINDOW_SECONDS,
+  MAX_RETRY_HORIZON_SECONDS,
+  retryPolicy,
+} from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
 const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
@@ -69,6 +74,18 @@ const settingsSchema = z.strictObject({
     )
     .transform((days) => LOG_RETENTION[days] as logs.RetentionDays),
   logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']),
+  /**
+   * The entities events may name (`ENTITIES`): "standard" for the standard Mautic entities that
+   * take batch writes (the README lists them), or a list of Mautic API path names.
+   */
+  entities: z.union([
+    z.literal('standard'),
+    z
+      .array(z.string().regex(ENTITY_PATTERN, 'must be Mautic API path names such as "contacts"'))
+      .min(1),
+  ]),
+  /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
+  dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
 });
 export type EnvironmentSettings = z.output<typeof settingsSchema>;
 

@@ -11,6 +11,7 @@ import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -21,7 +22,14 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { ENV, retryPolicy, secretNames } from '../../functions/shared/config.ts';
+import {
+  DEDUP_STORE_FAILED_EVENT,
+  DEDUP_TABLE_KEY,
+  DEDUP_TTL_ATTRIBUTE,
+  ENV,
+  retryPolicy,
+  secretNames,
+} from '../../functions/shared/config.ts';
 import type { EnvironmentSettings } from './environments.ts';
 import { RelayFunction } from './relay-function.ts';
 
@@ -46,6 +54,7 @@ export class RelayStack extends Stack {
   readonly eventsQueue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
   readonly api: apigw.HttpApi;
+  readonly dedupTable: dynamodb.Table;
 
   constructor(scope: Construct, id: string, props: RelayStackProps) {
     super(scope, id, props);
@@ -204,6 +213,16 @@ export class RelayStack extends Stack {
       }),
     );
 
+    // Request ids the ingest has accepted (contract §1, Idempotency): short-lived records that
+    // DynamoDB's TTL sweeps away; on demand, since ingest traffic is bursty.
+    this.dedupTable = new dynamodb.Table(this, 'DedupTable', {
+      partitionKey: { name: DEDUP_TABLE_KEY, type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: DEDUP_TTL_ATTRIBUTE,
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      removalPolicy: dataPolicy,
+    });
+
     this.ingest = new RelayFunction(this, 'Ingest', {
       ...common,
       name: 'ingest',
@@ -212,8 +231,26 @@ export class RelayStack extends Stack {
       environment: {
         [ENV.EVENTS_QUEUE_URL]: this.eventsQueue.queueUrl,
         [ENV.WEBHOOK_SECRET_ID]: webhookSecret.secretArn,
+        [ENV.DEDUP_TABLE_NAME]: this.dedupTable.tableName,
+        [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
+        ...(settings.entities === 'standard'
+          ? {}
+          : { [ENV.ENTITIES]: settings.entities.join(',') }),
       },
     });
+    // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),
+    // save the answer (update), free the id after a failure (delete). Nothing else.
+    this.ingest.role.addToPolicy(
+      new iam.PolicyStatement({
+        actions: [
+          'dynamodb:DeleteItem',
+          'dynamodb:GetItem',
+          'dynamodb:PutItem',
+          'dynamodb:UpdateItem',
+        ],
+        resources: [this.dedupTable.tableArn],
+      }),
+    );
     this.ingest.role.addToPolicy(
       new iam.PolicyStatement({
         actions: ['sqs:SendMessage'],
@@ -363,11 +400,32 @@ export class RelayStack extends Stack {
     );
     alarm(
       'RefreshTokenAlarm',
-      'The Mautic refresh token expires within 2 days: run "npx mautic-relay authorize".',
+      'The Mautic refresh token expires within 2 days, or Mautic refused it (revoked, or spent by a refresh whose answer was lost): run "npx mautic-relay authorize".',
       {
         metric: relayMetric('RefreshTokenSecondsLeft', 'refresh', 'Minimum'),
         threshold: REFRESH_TOKEN_ALARM_SECONDS,
         comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      },
+    );
+    // Every store failure the ingest meets (unreachable, throttled, denied, DynamoDB's own
+    // errors) is one log line with this event; each means a request refused with 503.
+    const dedupFailures = new logs.MetricFilter(this, 'DedupStoreErrorsFilter', {
+      logGroup: this.ingest.logGroup,
+      filterPattern: logs.FilterPattern.stringValue('$.event', '=', DEDUP_STORE_FAILED_EVENT),
+      metricNamespace: namespace,
+      metricName: 'DedupStoreErrors',
+      metricValue: '1',
+      unit: cloudwatch.Unit.COUNT,
+    });
+    alarm(
+      'DedupStoreAlarm',
+      'The ingest could not use its de-duplication table: requests are refused with 503; see the ingest log group (event dedup_store_failed).',
+      {
+        metric: dedupFailures.metric({ period: fiveMinutes, statistic: 'Sum' }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluationPeriods: 1,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       },
@@ -384,7 +442,7 @@ export class RelayStack extends Stack {
       },
     );
 
-    new cloudwatch.Dashboard(this, 'Dashboard', {
+    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `MauticRelay-${settings.name}`,
       widgets: [
         [
@@ -420,10 +478,14 @@ export class RelayStack extends Stack {
 
     new CfnOutput(this, 'IngestUrl', { value: `${this.api.apiEndpoint}/events` });
     new CfnOutput(this, 'EventsQueueUrl', { value: this.eventsQueue.queueUrl });
+    new CfnOutput(this, 'DedupTableName', { value: this.dedupTable.tableName });
     new CfnOutput(this, 'DeadLetterQueueUrl', { value: this.deadLetterQueue.queueUrl });
     new CfnOutput(this, 'ClientSecretName', { value: names.client });
     new CfnOutput(this, 'TokenSecretName', { value: names.token });
     new CfnOutput(this, 'WebhookSecretName', { value: names.webhook });
+    // Read by the operator commands (infra/cli/target.ts; refresh --env invokes the refresher) to find this environment.
+    new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
+    new CfnOutput(this, 'DashboardName', { value: dashboard.dashboardName });
   }
 }
 

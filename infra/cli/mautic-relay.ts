@@ -1,119 +1,32 @@
 #!/usr/bin/env node
 /**
- * Operator commands. Secrets Manager is reached through the usual AWS environment (region,
- * profile, credentials); against the local stack use the command
- * `npm start` prints (it sets AWS_ENDPOINT_URL_SECRETS_MANAGER and dummy credentials).
- * `send` needs no AWS environment, only the ingest URL and a credential.
- *
- *   npx mautic-relay credentials --env dev --base-url https://mautic.example.com \
- *       --client-id 1_abc --grant-type client_credentials   (secret from MAUTIC_CLIENT_SECRET or stdin)
- *   npx mautic-relay authorize --env dev [--port 8765] [--timeout 300]
- *   WEBHOOK_SECRET=whsec_… npx mautic-relay send --url http://127.0.0.1:3000/events events.json
+ * `npx mautic-relay`: the operator commands (contract §4, and `--help`). AWS is reached through
+ * the usual AWS environment (AWS_REGION or AWS_PROFILE, and credentials); `--local` commands
+ * find the running `npm start` from the endpoints file it keeps.
  */
-import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { authorize, type CommandDeps, storeCredentials, UsageError } from './operator-commands.ts';
-import { sendEvents } from './send.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { runCli } from './cli.ts';
+import { UsageError } from './operator-commands.ts';
 
-const USAGE = `Usage:
-  mautic-relay credentials --env NAME --base-url URL --client-id ID --grant-type client_credentials|authorization_code
-      (the client secret is read from MAUTIC_CLIENT_SECRET, else from stdin)
-  mautic-relay authorize --env NAME [--port 8765] [--timeout SECONDS]
-  mautic-relay send --url URL [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]
-      (posts FILE, or stdin, as it is; the credential is best given as WEBHOOK_SECRET or
-      INGEST_API_KEY in the environment; exits 0 on a 2xx answer, else 1)`;
+let interrupted = false;
+process.on('SIGINT', () => {
+  // A second Ctrl-C stops at once; the first lets the batch in hand finish.
+  if (interrupted) process.exit(130);
+  interrupted = true;
+  process.stderr.write('\nStopping after the batch in hand (Ctrl-C again to stop now)…\n');
+});
 
-const OPTIONS = {
-  credentials: {
-    env: { type: 'string' },
-    'base-url': { type: 'string' },
-    'client-id': { type: 'string' },
-    'grant-type': { type: 'string', default: 'client_credentials' },
-  },
-  authorize: {
-    env: { type: 'string' },
-    port: { type: 'string', default: '8765' },
-    timeout: { type: 'string', default: '300' },
-  },
-  send: {
-    url: { type: 'string' },
-    secret: { type: 'string' },
-    'api-key': { type: 'string' },
-    id: { type: 'string' },
-  },
-} satisfies Record<string, ParseArgsOptionsConfig>;
-
-async function main(argv: string[]): Promise<void> {
-  const [command, ...rest] = argv;
-  if (command === 'help' || command === '--help' || command === '-h') {
-    process.stdout.write(`${USAGE}\n`);
-    return;
-  }
-  const print = (line: string) => process.stdout.write(`${line}\n`);
-
-  if (command === 'send') {
-    const { values, positionals } = parse(rest, OPTIONS.send, true);
-    if (positionals.length > 1) throw new UsageError(`send takes at most one FILE\n${USAGE}`);
-    const result = await sendEvents(
-      {
-        url: values.url,
-        secret: values.secret,
-        apiKey: values['api-key'],
-        id: values.id,
-        file: positionals[0],
-        env: process.env,
-      },
-      { fetch, print, now: Date.now, readStdin: readStdinBytes },
-    );
-    if (!result.ok) process.exitCode = 1;
-    return;
-  }
-
-  if (command === 'credentials') {
-    const { values } = parse(rest, OPTIONS.credentials);
-    if (!values.env) throw new UsageError(`--env is required\n${USAGE}`);
-    if (!values['base-url'] || !values['client-id'])
-      throw new UsageError(`--base-url and --client-id are required\n${USAGE}`);
-    const clientSecret =
-      process.env.MAUTIC_CLIENT_SECRET ?? (await readSecret('Mautic client secret: '));
-    await storeCredentials(
-      {
-        env: values.env,
-        baseUrl: values['base-url'],
-        clientId: values['client-id'],
-        clientSecret,
-        grantType: values['grant-type'],
-      },
-      awsDeps(print),
-    );
-    return;
-  }
-
-  if (command === 'authorize') {
-    const { values } = parse(rest, OPTIONS.authorize);
-    if (!values.env) throw new UsageError(`--env is required\n${USAGE}`);
-    await authorize(
-      { env: values.env, port: Number(values.port), timeoutMs: Number(values.timeout) * 1000 },
-      awsDeps(print),
-    );
-    return;
-  }
-
-  throw new UsageError(USAGE);
-}
-
-/** parseArgs for one command; an unknown option or a stray argument is a UsageError. */
-function parse<T extends ParseArgsOptionsConfig>(args: string[], options: T, positionals = false) {
-  try {
-    return parseArgs({ args, options, allowPositionals: positionals, strict: true });
-  } catch (error) {
-    throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${USAGE}`);
-  }
-}
-
-function awsDeps(print: (line: string) => void): CommandDeps {
-  return { secrets: new SecretsManagerClient({}), fetch, print, now: Date.now };
-}
+process.exitCode = await runCli(process.argv.slice(2), {
+  stdout: (line) => process.stdout.write(`${line}\n`),
+  stderr: (text) => process.stderr.write(text),
+  env: process.env,
+  progressBar: process.stderr.isTTY === true,
+  now: Date.now,
+  sleep: (ms) => sleep(ms),
+  interrupted: () => interrupted,
+  readStdin: readStdinBytes,
+  readSecret,
+});
 
 /** All of stdin, byte for byte. */
 async function readStdinBytes(): Promise<Uint8Array> {
@@ -168,8 +81,3 @@ async function readSecret(prompt: string): Promise<string> {
     process.stderr.write('\n');
   }
 }
-
-main(process.argv.slice(2)).catch((error: unknown) => {
-  process.stderr.write(`${error instanceof UsageError ? error.message : String(error)}\n`);
-  process.exitCode = 1;
-});

@@ -1,4 +1,5 @@
 import { Logger } from '@aws-lambda-powertools/logger';
+import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 
 type Extra = Record<string, unknown>;
 
@@ -23,15 +24,26 @@ export class LineLogger extends Logger {
   override info(input: unknown, ...extra: unknown[]): void {
     const fields = merge(extra);
     if (fields.event === 'mautic_call') {
-      const statuses = Object.entries((fields.statuses as Record<string, number>) ?? {})
-        .map(([status, count]) => `${status}×${count}`)
-        .join(' ');
-      this.#print(
-        `delivered ${fields.entity} ${fields.action}: ${fields.items} items, ${statuses}, ${fields.durationMs} ms`,
-      );
+      this.#print(mauticCallLine(fields));
     } else if (this.#debug) {
       this.#print(`${String(input)} ${JSON.stringify(fields)}`);
     }
+  }
+
+  /**
+   * One line per refused ingest request: its status, error code and request id (the id the
+   * sender got in the `apigw-requestid` header), never its body.
+   */
+  refusedRequest(answer: APIGatewayProxyStructuredResultV2, requestId: string): void {
+    const status = answer.statusCode ?? 200;
+    if (status < 400) return;
+    let code = '?';
+    try {
+      code = String(JSON.parse(String(answer.body)).error.code ?? '?');
+    } catch {
+      // An answer without the error shape: the status says enough.
+    }
+    this.#print(`refused request ${requestId}: ${status} ${code}`);
   }
 
   override warn(input: unknown, ...extra: unknown[]): void {
@@ -57,6 +69,41 @@ export class LineLogger extends Logger {
   override debug(input: unknown, ...extra: unknown[]): void {
     if (this.#debug) this.#print(`${String(input)} ${JSON.stringify(merge(extra))}`);
   }
+}
+
+/**
+ * A Mautic call: `delivered` only when every item was; items Mautic refused (a 404 on an edit,
+ * a 422) are counted as refused. Record ids, never contents.
+ */
+function mauticCallLine(fields: Extra): string {
+  const statuses = Object.entries((fields.statuses as Record<string, number>) ?? {})
+    .map(([status, count]) => `${status}×${count}`)
+    .join(' ');
+  const items = Number(fields.items);
+  const ids = Array.isArray(fields.ids) ? (fields.ids as number[]) : [];
+  const refused = items - ids.length;
+  const idText = ids.length > 0 ? `, ids ${ranges(ids)}` : '';
+  const what = `${fields.entity} ${fields.action}: ${items} ${items === 1 ? 'item' : 'items'}, ${statuses}`;
+  if (refused <= 0) return `delivered ${what}${idText}, ${fields.durationMs} ms`;
+  return `refused ${refused} of ${what}${idText && `, delivered${idText.slice(1)}`}, ${fields.durationMs} ms`;
+}
+
+/** `1-3 7 9-10`: ids in order, runs shortened, at most 20 shown. */
+function ranges(ids: number[]): string {
+  const sorted = [...new Set(ids)].sort((a, b) => a - b);
+  const parts: string[] = [];
+  let start = sorted[0];
+  let previous = start;
+  for (const id of [...sorted.slice(1), Number.NaN]) {
+    if (id === (previous ?? 0) + 1) {
+      previous = id;
+      continue;
+    }
+    parts.push(start === previous ? `${start}` : `${start}-${previous}`);
+    start = id;
+    previous = id;
+  }
+  return parts.length > 20 ? `${parts.slice(0, 20).join(' ')} …` : parts.join(' ');
 }
 
 function merge(extra: unknown[]): Extra {

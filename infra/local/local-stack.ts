@@ -10,7 +10,9 @@ import {
   ConfigError,
   commaList,
   DEFAULTS,
+  dedupWindow,
   ENV,
+  entityList,
   integer,
   loadBatchConfig,
   loadIngestConfig,
@@ -19,10 +21,14 @@ import {
   retryPolicy,
   secretNames,
 } from '../../functions/shared/config.ts';
+import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts';
+import { startControlServer } from './control.ts';
+import { startDedupStore } from './dynamodb-local.ts';
 import { startFauxqsThread } from './fauxqs-thread.ts';
 import { startHttpFront } from './http-front.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
+import { LocalRefresher } from './local-refresher.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -56,6 +62,10 @@ const localSchema = z
     REFRESH_INTERVAL_SECONDS: integer(1, 86_400, 300),
     TOKEN_CACHE_SECONDS: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
     LOG_LEVEL: z.enum(['DEBUG', 'INFO']).default('INFO'),
+    /** The port `authorize --local` listens on; the embedded simulator registers its redirect URI. */
+    AUTHORIZE_PORT: integer(1, 65_535, 8765),
+    ENTITIES: entityList,
+    DEDUP_WINDOW_SECONDS: dedupWindow,
   })
   .superRefine((env, ctx) => {
     if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
@@ -100,13 +110,14 @@ export interface LocalStack {
 export async function startLocalStack(
   config: LocalConfig,
   print: (line: string) => void,
+  options: { endpointsDir?: string } = {},
 ): Promise<LocalStack> {
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
     for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
   };
   try {
-    return await start(config, print, stops, stopAll);
+    return await start(config, print, stops, stopAll, options);
   } catch (error) {
     await stopAll();
     throw error;
@@ -118,6 +129,7 @@ async function start(
   print: (line: string) => void,
   stops: Array<() => Promise<void>>,
   stopAll: () => Promise<void>,
+  options: { endpointsDir?: string },
 ): Promise<LocalStack> {
   const logger = new LineLogger({ print, debug: config.LOG_LEVEL === 'DEBUG' });
   // Metrics are the cloud's business; locally the line logger tells what happened.
@@ -149,14 +161,22 @@ async function start(
       grantType: config.MAUTIC_GRANT_TYPE,
     };
   } else {
-    const sim = await startMauticSimulator();
+    const sim = await startMauticSimulator({
+      clients: [
+        {
+          ...DEFAULT_SIMULATOR_CLIENT,
+          // What `authorize --local` sends, so the authorization_code flow can be tried here.
+          redirectUris: [`http://127.0.0.1:${config.AUTHORIZE_PORT}/callback`],
+        },
+      ],
+    });
     simulator = sim;
     stops.push(() => sim.close());
     credential = {
       baseUrl: sim.url,
       clientId: DEFAULT_SIMULATOR_CLIENT.clientId,
       clientSecret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
-      grantType: 'client_credentials',
+      grantType: config.MAUTIC_GRANT_TYPE,
     };
   }
 
@@ -181,8 +201,8 @@ async function start(
     const left = await queueCounts(sqs, queues.queueUrl);
     const dead = await queueCounts(sqs, queues.deadLetterQueueUrl);
     if (left > 0)
-      print(`${left} events were still queued; the local queues live in memory, so they are gone.`);
-    if (dead > 0) print(`${dead} events were in the dead-letter queue.`);
+      print(`${events(left)} still queued; the local queues live in memory, so they are gone.`);
+    if (dead > 0) print(`${events(dead)} in the dead-letter queue.`);
   });
   const queues = await createQueuePair(sqs, {
     name: 'mautic-relay-events',
@@ -198,20 +218,18 @@ async function start(
     }),
     { secrets, logger, metrics },
   );
-  let refreshing: Promise<unknown> = Promise.resolve();
-  const runRefresh = (event: unknown) => {
-    refreshing = refreshing.then(() =>
-      refresh(event, lambdaContext('refresh', 30_000)).catch((error: unknown) => {
-        logger.error('The refresher failed', { error: String(error) });
-      }),
-    );
-    return refreshing;
-  };
-  await runRefresh({});
-  const timer = setInterval(() => void runRefresh({}), config.REFRESH_INTERVAL_SECONDS * 1000);
+  const refresher = new LocalRefresher(
+    (event) => refresh(event, lambdaContext('refresh', 30_000)),
+    logger,
+  );
+  await refresher.scheduled();
+  const timer = setInterval(
+    () => void refresher.scheduled(),
+    config.REFRESH_INTERVAL_SECONDS * 1000,
+  );
   stops.push(async () => {
     clearInterval(timer);
-    await refreshing;
+    await refresher.idle();
   });
 
   const batch = buildBatchHandler(
@@ -231,8 +249,8 @@ async function start(
     {
       secrets,
       sqs,
-      // Like the asynchronous Lambda invoke: asked for, not waited on.
-      refresher: { requestRefresh: async (reason) => void runRefresh({ force: true, reason }) },
+      // Like the RequestResponse invoke: a call into the one-at-a-time refresher.
+      refresher,
       logger,
       metrics,
     },
@@ -256,19 +274,66 @@ async function start(
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
+  // --- de-duplication store (issue 13): dynalite, living as long as the local stack ---
+  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
+  stops.push(() => dedup.close());
+  // --- end de-duplication store ---
+  // --- operator commands (issue 14): the sender credentials live in the Secrets Manager
+  // stand-in and the ingest reads them as in the cloud (WEBHOOK_SECRET_ID, a 1 s cache), so
+  // `npx mautic-relay senders … --local` changes them while the stack runs.
+  await secrets.send(
+    new CreateSecretCommand({
+      Name: names.webhook,
+      // The `senders` format (functions/core/sender-credentials.ts), created now.
+      SecretString: JSON.stringify({
+        senders: [
+          ...webhookSecrets.map((secret, i) => ({
+            id: `webhook-secret-${i + 1}`,
+            kind: 'webhook_secret',
+            secret,
+            createdAt: new Date().toISOString(),
+          })),
+          ...config.INGEST_API_KEYS.map((secret, i) => ({
+            id: `api-key-${i + 1}`,
+            kind: 'api_key',
+            secret,
+            createdAt: new Date().toISOString(),
+          })),
+        ],
+      }),
+    }),
+  );
   const ingestConfig = loadIngestConfig({
     [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
-    [ENV.WEBHOOK_SECRET]: webhookSecrets.join(','),
-    [ENV.INGEST_API_KEYS]: config.INGEST_API_KEYS.join(','),
+    [ENV.WEBHOOK_SECRET_ID]: names.webhook,
+    [ENV.CREDENTIALS_CACHE_SECONDS]: '1',
+    [ENV.ENTITIES]: config.ENTITIES.join(','),
+    [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
+    [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
   });
-  const ingest = await buildIngestHandler(ingestConfig, { sqs, logger });
+  const ingest = await buildIngestHandler(ingestConfig, {
+    sqs,
+    secrets,
+    logger,
+    ...(dedup.client ? { dynamodb: dedup.client } : {}),
+  });
+  // --- end operator commands
   const front = await startHttpFront({
-    handler: ingest,
+    handler: async (event, context) => {
+      const answer = await ingest(event, context);
+      logger.refusedRequest(answer, event.requestContext.requestId);
+      return answer;
+    },
     port: config.PORT,
     maxBodyBytes: ingestConfig.maxBodyBytes,
   });
   stops.push(() => front.close());
   const ingestUrl = `${front.url}/events`;
+
+  // For the operator commands' --local: a control endpoint (refresh now), and below, the file
+  // that says where everything is.
+  const control = await startControlServer({ refresher, logger });
+  stops.push(() => control.close());
 
   print(`Mautic batch relay, local stack`);
   print(
@@ -280,11 +345,38 @@ async function start(
   print(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
+  print(`  de-duplication: ${dedup.description}`);
   if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
+  if (credential.grantType === 'authorization_code') {
+    // The tokens come from a person approving the relay; until then events wait in the queue.
+    print('Authorize the relay (authorization_code), then it delivers:');
+    print(
+      `  npx mautic-relay authorize --local${config.AUTHORIZE_PORT === 8765 ? '' : ` --port ${config.AUTHORIZE_PORT}`}`,
+    );
+  }
   print('Send a signed sample event:');
   print(
     `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret ? `WEBHOOK_SECRET=${webhookSecrets[0]} ` : ''}npx mautic-relay send --url ${ingestUrl}`,
   );
+  // Where `npx mautic-relay … --local` finds this stack.
+  if (options.endpointsDir !== undefined) {
+    const removeEndpoints = writeLocalEndpoints(endpointsPathIn(options.endpointsDir), {
+      ingestUrl,
+      sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
+      queueUrl: queues.queueUrl,
+      deadLetterQueueUrl: queues.deadLetterQueueUrl,
+      secretsEndpoint: secretsFake.endpoint,
+      tokenSecretId: ids.tokenSecretId,
+      clientSecretId: ids.clientSecretId,
+      webhookSecretId: names.webhook,
+      controlUrl: control.url,
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    });
+    // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
+    stops.push(async () => removeEndpoints());
+  }
+  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
   print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
 
   let stopping: Promise<void> | undefined;
@@ -308,4 +400,9 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
     Number(Attributes.ApproximateNumberOfMessages ?? 0) +
     Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0)
   );
+}
+
+/** "1 event was", "2 events were". */
+function events(count: number): string {
+  return count === 1 ? '1 event was' : `${count} events were`;
 }

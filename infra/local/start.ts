@@ -2,12 +2,15 @@
  * `npm start`: the whole relay on this machine (docs/contract.md §3). Configuration comes from the
  * environment, every variable optional; Ctrl-C stops after the batches in hand.
  */
+import { endpointsDir } from '../cli/local-endpoints.ts';
 import { loadLocalConfig, startLocalStack } from './local-stack.ts';
 
 const print = (line: string) => process.stdout.write(`${line}\n`);
 
 try {
-  const stack = await startLocalStack(loadLocalConfig(process.env), print);
+  const stack = await startLocalStack(loadLocalConfig(process.env), print, {
+    endpointsDir: endpointsDir(process.env),
+  });
   let firstSignal: number | undefined;
   const shutdown = () => {
     // Ctrl-C reaches both npm and the relay, and npm passes it on again: a second signal within

@@ -78,19 +78,17 @@ async function startRelay(options: {
     api: new MauticApiClient({ baseUrl: sim.url, fetch, timeoutMs: 2_000 }),
     tokens: {
       accessToken: async (read) => {
-        if (read?.fresh) {
+        // Stands in for the wait on the refresher: it writes a new token that this read sees.
+        if (read?.refused !== undefined) {
+          refreshes.push('token_refused');
+          tokenStore.current = sim.issueToken().accessToken;
+        }
+        if (read?.fresh || read?.refused !== undefined) {
           tokenStore.freshReads++;
           tokenStore.cached = tokenStore.current;
         }
         tokenStore.tokensSeen.push(tokenStore.cached);
         return tokenStore.cached;
-      },
-    },
-    // Stands in for the refresher: it writes a new token that later reads see.
-    refresher: {
-      requestRefresh: async (reason) => {
-        refreshes.push(reason);
-        tokenStore.current = sim.issueToken().accessToken;
       },
     },
     queues: new SqsDeliveryQueues(sqs, {
@@ -370,10 +368,9 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
       ['/api/contacts/batch/new', 201],
       ['/api/companies/batch/new', 401],
       ['/api/companies/batch/new', 401],
-      ['/api/companies/batch/new', 401],
       ['/api/companies/batch/new', 201],
     ]);
-    expect(relay.refreshes).toEqual(['mautic_token_expired']);
+    expect(relay.refreshes).toEqual(['token_refused']);
     expect(relay.tokenStore.freshReads).toBe(2);
     expect(relay.sim.records('companies')).toHaveLength(5);
     await expectAccountedFor(relay, [], (e) =>
@@ -464,7 +461,6 @@ function directHandler(
   return createBatchHandler({
     api: new MauticApiClient({ baseUrl: sim.url, fetch }),
     tokens: { accessToken: async () => accessToken },
-    refresher: { requestRefresh: async () => {} },
     retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 1000 },
     queues: {
       deadLetter: async () => [],

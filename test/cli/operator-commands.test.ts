@@ -203,13 +203,14 @@ describe('the mautic-relay command', () => {
     });
   });
 
-  it('exits 1 with the usage on a bad command line', async () => {
+  it('exits 2, naming the unknown command, with the usage', async () => {
     const failure = await run('node', ['infra/cli/mautic-relay.ts', 'frobnicate', '--env', 'dev'], {
       env: environmentFor(),
       timeout: 20_000,
     }).catch((e: { code: number; stderr: string }) => e);
 
-    expect(failure).toMatchObject({ code: 1 });
+    expect(failure).toMatchObject({ code: 2 });
+    expect((failure as { stderr: string }).stderr).toContain('Unknown command "frobnicate"');
     expect((failure as { stderr: string }).stderr).toContain('Usage:');
   });
 });

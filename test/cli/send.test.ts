@@ -378,14 +378,14 @@ describe('the mautic-relay send command', () => {
     }
   });
 
-  it('exits 1 with one line on stderr when there is no credential', async () => {
+  it('exits 2 (a usage mistake) naming the settings when there is no credential', async () => {
     const result = await bin(['--url', url], environment({}), JSON.stringify(contact(22)));
 
     expect(result).toEqual({
-      code: 1,
+      code: 2,
       stdout: '',
       stderr:
-        'No credential: set WEBHOOK_SECRET or INGEST_API_KEY, or give --secret or --api-key\n',
+        'No credential: set WEBHOOK_SECRET or INGEST_API_KEY, or give --secret or --api-key\nSee: npx mautic-relay send --help\n',
     });
   });
 });

@@ -26,6 +26,7 @@ let refreshes: string[];
 let logs: Array<{ level: string; message: string; extra: unknown }>;
 let metrics: Array<[string, string, number]>;
 let currentToken: string;
+let renew: () => string;
 
 function plan(
   events: Array<Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>>,
@@ -49,17 +50,18 @@ async function restart(options: Parameters<typeof startMauticSimulator>[0] = {})
   await sim?.close();
   sim = await startMauticSimulator({ now: () => now, ...options });
   currentToken = sim.issueToken().accessToken;
+  renew = () => currentToken;
   deps = {
     api: new MauticApiClient({ baseUrl: sim.url, fetch }),
+    // Stands in for the waiting token source: a refused token is "renewed" as `renew` says.
     tokens: {
       accessToken: async (options) => {
         tokenReads.push({ fresh: options?.fresh ?? false });
+        if (options?.refused !== undefined) {
+          refreshes.push(`refused, waiting until ${options.waitUntil}`);
+          currentToken = renew();
+        }
         return currentToken;
-      },
-    },
-    refresher: {
-      requestRefresh: async (reason) => {
-        refreshes.push(reason);
       },
     },
     logger: {
@@ -243,7 +245,20 @@ describe('deliverChunks', () => {
     expect(refreshes).toEqual([]);
   });
 
-  it('asks the refresher once and leaves the items to the queue when the fresh token fails too', async () => {
+  it('waits for a newer token when the fresh one is refused too, and delivers with it', async () => {
+    sim.expireAccessTokens();
+    renew = () => sim.issueToken().accessToken;
+
+    const outcomes = await deliverChunks(plan(creates(2)), deadline(), deps);
+
+    expect(kinds(outcomes)).toEqual(['delivered', 'delivered']);
+    expect(refreshes).toEqual([
+      `refused, waiting until ${deadline() - DEFAULT_DELIVERY_OPTIONS.deadlineMarginMs}`,
+    ]);
+    expect(apiCalls().map((r) => r.status)).toEqual([401, 401, 201]);
+  });
+
+  it('leaves the items to the queue when even the renewed token is refused', async () => {
     sim.expireAccessTokens();
 
     const outcomes = await deliverChunks(
@@ -255,20 +270,18 @@ describe('deliverChunks', () => {
     expect([...outcomes.values()]).toEqual(
       Array(3).fill({ kind: 'retry', reason: 'unauthorized_token_expired' }),
     );
-    expect(refreshes).toEqual(['mautic_token_expired']);
   });
 
-  it('asks for a refresh when the token cannot be read at all', async () => {
+  it('leaves the items to the queue as no_token when no token can be had in time', async () => {
     deps.tokens = {
       accessToken: async () => {
-        throw new Error('secret not found');
+        throw new Error('No usable Mautic access token arrived in time');
       },
     };
 
     const outcomes = await deliverChunks(plan(creates(1)), deadline(), deps);
 
-    expect([...outcomes.values()]).toEqual([{ kind: 'retry', reason: 'token_unavailable' }]);
-    expect(refreshes).toEqual(['token_unavailable']);
+    expect([...outcomes.values()]).toEqual([{ kind: 'retry', reason: 'no_token' }]);
     expect(apiCalls()).toHaveLength(0);
   });
 
@@ -424,7 +437,7 @@ describe('deliverChunks', () => {
     expect(sleeps).toHaveLength(1);
   });
 
-  it('makes no more calls after a second 401 and asks the refresher only once', async () => {
+  it('makes no more calls after a renewed token is refused too', async () => {
     sim.expireAccessTokens();
 
     await deliverChunks(
@@ -440,26 +453,9 @@ describe('deliverChunks', () => {
     expect(apiCalls().map((r) => r.path)).toEqual([
       '/api/contacts/batch/new',
       '/api/contacts/batch/new',
+      '/api/contacts/batch/new',
     ]);
-    expect(refreshes).toEqual(['mautic_token_expired']);
-  });
-
-  it('logs a refresher that cannot be reached and still leaves the items to the queue', async () => {
-    sim.expireAccessTokens();
-    deps.refresher = {
-      requestRefresh: async () => {
-        throw new Error('TooManyRequestsException');
-      },
-    };
-
-    const outcomes = await deliverChunks(plan(creates(1)), deadline(), deps);
-
-    expect([...outcomes.values()]).toEqual([
-      { kind: 'retry', reason: 'unauthorized_token_expired' },
-    ]);
-    expect(
-      logs.find((l) => l.message === 'Could not ask the token refresher for a refresh'),
-    ).toBeDefined();
+    expect(refreshes).toHaveLength(1);
   });
 
   it('waits the default delay after a 429 without X-RateLimit-Reset, across entities running at once', async () => {

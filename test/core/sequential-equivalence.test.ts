@@ -122,7 +122,6 @@ function deps(api: MauticApiClient): DeliveryDeps {
   return {
     api,
     tokens: { accessToken: async () => 'token' },
-    refresher: { requestRefresh: async () => {} },
     logger: quiet,
     metrics: { addMetric() {} },
     clock: { now: () => NOW },

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
 import { describe, expect, it } from 'vitest';
 import {
   CredentialError,
@@ -136,8 +137,13 @@ describe('webhook secrets and API keys', () => {
 
     expect(verifyApiKey('Bearer second-api-key-0123456789', keys)).toBe(1);
     expect(verifyApiKey('Bearer second-api-key-012345678', keys)).toBe(-1);
-    expect(verifyApiKey('bearer second-api-key-0123456789', keys)).toBe(-1);
-    expect(verifyApiKey('Bearer  second-api-key-0123456789', keys)).toBe(-1);
+    // The scheme is case-insensitive and one or more spaces follow it (RFC 9110 §11).
+    expect(verifyApiKey('bearer second-api-key-0123456789', keys)).toBe(1);
+    expect(verifyApiKey('BEARER first-api-key-0123456789', keys)).toBe(0);
+    expect(verifyApiKey('Bearer  second-api-key-0123456789', keys)).toBe(1);
+    expect(verifyApiKey('Basic second-api-key-0123456789', keys)).toBe(-1);
+    expect(verifyApiKey('Bearersecond-api-key-0123456789', keys)).toBe(-1);
+    expect(verifyApiKey('Bearer second-api-key-0123456789 ', keys)).toBe(-1);
     expect(verifyApiKey(undefined, keys)).toBe(-1);
   });
 });
@@ -268,6 +274,98 @@ describe('differential agreement with the standardwebhooks npm package', () => {
         },
       ),
       { numRuns: 1000 },
+    );
+  });
+});
+
+describe('differential agreement with the svix npm package', () => {
+  const secretArbitrary = fc
+    .integer({ min: 24, max: 64 })
+    .chain((n) => fc.uint8Array({ minLength: n, maxLength: n }));
+  const idArbitrary = fc.stringMatching(/^[A-Za-z0-9_-]{1,40}$/);
+
+  it('signs exactly as Svix does, and each side verifies what the other signs under svix-* headers', () => {
+    fc.assert(
+      fc.property(
+        secretArbitrary,
+        idArbitrary,
+        fc.json({ maxDepth: 3 }),
+        fc.integer({ min: -300, max: 300 }),
+        (secret, id, body, skew) => {
+          const secretText = `whsec_${Buffer.from(secret).toString('base64')}`;
+          const key = parseWebhookSecret(secretText);
+          const svix = new SvixWebhook(secretText);
+          const now = Math.floor(Date.now() / 1000);
+          const timestamp = now + skew;
+          const theirs = svix.sign(id, new Date(timestamp * 1000), body);
+          const ours = signWebhook(key, id, timestamp, bytes(body));
+
+          expect(ours).toBe(theirs);
+          expect(
+            verifyWebhook(
+              { id, timestamp: String(timestamp), signature: theirs },
+              bytes(body),
+              [key],
+              now,
+            ),
+          ).toBe(0);
+          expect(() =>
+            svix.verify(body, {
+              'svix-id': id,
+              'svix-timestamp': String(timestamp),
+              'svix-signature': ours,
+            }),
+          ).not.toThrow();
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('rejects, as Svix does, a signature with one bit changed or made with another secret', () => {
+    fc.assert(
+      fc.property(
+        secretArbitrary,
+        secretArbitrary,
+        idArbitrary,
+        fc.json({ maxDepth: 3 }),
+        fc.nat(31),
+        (secret, otherSecret, id, body, position) => {
+          const secretText = `whsec_${Buffer.from(secret).toString('base64')}`;
+          const otherText = `whsec_${Buffer.from(otherSecret).toString('base64')}`;
+          fc.pre(secretText !== otherText);
+          const now = Math.floor(Date.now() / 1000);
+          const raw = Buffer.from(
+            new SvixWebhook(secretText).sign(id, new Date(now * 1000), body).slice(3),
+            'base64',
+          );
+          raw[position] = (raw[position] ?? 0) ^ 1;
+          const flipped = `v1,${raw.toString('base64')}`;
+          const foreign = new SvixWebhook(otherText).sign(id, new Date(now * 1000), body);
+
+          for (const signature of [flipped, foreign]) {
+            const ours = verifyWebhook(
+              { id, timestamp: String(now), signature },
+              bytes(body),
+              [parseWebhookSecret(secretText)],
+              now,
+            );
+            let theirsAccepts = true;
+            try {
+              new SvixWebhook(secretText).verify(body, {
+                'svix-id': id,
+                'svix-timestamp': String(now),
+                'svix-signature': signature,
+              });
+            } catch {
+              theirsAccepts = false;
+            }
+            expect(ours).toBe(-1);
+            expect(theirsAccepts).toBe(false);
+          }
+        },
+      ),
+      { numRuns: 500 },
     );
   });
 });

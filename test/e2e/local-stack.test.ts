@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { contacts, post, startRelay, stop, stopRunning, until } from '../support/relay-process.ts';
+import {
+  contacts,
+  post,
+  postAs,
+  startRelay,
+  stop,
+  stopRunning,
+  until,
+} from '../support/relay-process.ts';
 
 afterEach(stopRunning);
 
@@ -22,7 +30,9 @@ describe('npm start, end to end', () => {
     expect(creates.length).toBeLessThanOrEqual(2 * Math.ceil(2000 / 200));
     expect(creates.every((r) => r.status === 201)).toBe(true);
     expect(
-      output.some((line) => /^delivered contacts create: \d+ items, 201×\d+, \d+ ms$/.test(line)),
+      output.some((line) =>
+        /^delivered contacts create: \d+ items, 201×\d+, ids [\d -]+( …)?, \d+ ms$/.test(line),
+      ),
     ).toBe(true);
 
     const [first, second, third] = sim.records('contacts');
@@ -128,6 +138,121 @@ describe('npm start, end to end', () => {
     );
     expect(tokensUsed.size).toBeGreaterThan(1);
   }, 150_000);
+
+  for (const scenario of [
+    { lifetime: 5, rotating: false, faultScope: 'api' as const },
+    // The token endpoint fails too: the refresher's failed runs are waited through as well.
+    { lifetime: 2, rotating: true, faultScope: 'all' as const },
+  ]) {
+    it(`waits for tokens instead of giving events up: ${scenario.lifetime} s tokens${scenario.rotating ? ', rotating refresh tokens' : ''}, 15 % 5xx, dropped connections, every token revoked mid-run`, async () => {
+      const { sim, url, output } = await startRelay(
+        {
+          faults: { seed: 7, errorRate: 0.15, dropRate: 0.05, scope: scenario.faultScope },
+          accessTokenLifetimeSeconds: scenario.lifetime,
+          clientCredentialsRefreshToken: scenario.rotating,
+        },
+        // The schedule stays far apart: the batch function's own waits keep the tokens coming.
+        { VISIBILITY_TIMEOUT_SECONDS: '10', BATCH_SIZE: '100' },
+      );
+      const started = Date.now();
+      const events = contacts(1000, `tok${scenario.lifetime}`);
+
+      const grantCount = () =>
+        sim.requests.filter((r) => r.path === '/oauth/v2/token' && r.status === 200).length;
+      // Revoke everything right after a grant, once events have flowed for a while: the stored
+      // token then has most of its life ahead and is refused, not just expired.
+      let revokedAt: number | undefined;
+      let grantsBefore: number | undefined;
+      const revoker = setInterval(() => {
+        if (revokedAt !== undefined || Date.now() - started < 3_000) return;
+        grantsBefore ??= grantCount();
+        if (grantCount() > grantsBefore) {
+          sim.revokeTokens();
+          revokedAt = Date.now();
+        }
+      }, 20);
+      try {
+        for (let i = 0; i < events.length; i += 25) {
+          expect((await post(url, JSON.stringify(events.slice(i, i + 25)))).status).toBe(202);
+          await new Promise((resolve) => setTimeout(resolve, 250));
+        }
+      } finally {
+        clearInterval(revoker);
+      }
+      expect(revokedAt).toBeDefined();
+      await until(
+        () => sim.records('contacts').length === 1000,
+        45_000,
+        () => `${sim.records('contacts').length} of 1000 delivered`,
+      );
+      const seconds = (Date.now() - started) / 1000;
+
+      const emails = sim.records('contacts').map((r) => String(r.email));
+      expect(new Set(emails).size).toBe(1000);
+      expect(output.filter((line) => line.startsWith('dead-lettered'))).toEqual([]);
+      const api = sim.requests.filter((r) => r.path.startsWith('/api/'));
+      expect(api.some((r) => r.status === 401)).toBe(true);
+      expect(api.some((r) => r.status >= 500 || r.status === 0)).toBe(true);
+      // One grant per token lifetime at most (plus the first and the one after the revocation),
+      // however many batches found the token expired at once.
+      const grants = sim.requests.filter((r) => r.path === '/oauth/v2/token' && r.status === 200);
+      expect(grants.length).toBeGreaterThan(2);
+      expect(grants.length).toBeLessThanOrEqual(Math.ceil(seconds / scenario.lifetime) + 2);
+      // The revoked refresh token is refused once (then client_credentials); other failures of
+      // the token endpoint are the injected ones.
+      const refused = sim.requests.filter((r) => r.path === '/oauth/v2/token' && r.status === 400);
+      expect(refused).toHaveLength(scenario.rotating ? 1 : 0);
+      const tokenFaults = sim.requests.filter(
+        (r) => r.path === '/oauth/v2/token' && (r.status === 0 || r.status >= 500),
+      );
+      if (scenario.faultScope === 'all') expect(tokenFaults.length).toBeGreaterThan(0);
+    }, 90_000);
+  }
+
+  it('creates one company when a signed companies create is sent twice (contract §1, Idempotency), two with de-duplication off', async () => {
+    const company = JSON.stringify({
+      entity: 'companies',
+      action: 'create',
+      data: { companyname: 'Acme Twice' },
+    });
+
+    const on = await startRelay({});
+    expect(on.output.some((line) => line.includes('de-duplication: dynalite at'))).toBe(true);
+    const first = await postAs(on.url, 'msg_company_1', company);
+    await until(
+      () => on.sim.records('companies').length === 1,
+      20_000,
+      () => 'company not delivered',
+    );
+    // The sender's retry after a timeout, signed again once the first was delivered, so no batch
+    // holds both: only the ingest's de-duplication can stop it.
+    const retry = await postAs(on.url, 'msg_company_1', company);
+    const reused = await postAs(on.url, 'msg_company_1', company.replace('Twice', 'Other'));
+    expect(first).toEqual({ status: 202, text: '{"accepted":1,"eventIds":["msg_company_1:0"]}' });
+    expect(retry).toEqual(first);
+    expect(reused.status).toBe(422);
+    // Two more batching windows: a second delivery would have shown by now.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(on.sim.records('companies')).toHaveLength(1);
+    await stopRunning();
+
+    const off = await startRelay({}, { DEDUP_WINDOW_SECONDS: '0' });
+    expect(off.output.some((line) => line.includes('de-duplication: off'))).toBe(true);
+    // The retry comes after the first was delivered, so no batch holds both: only the ingest's
+    // de-duplication could have stopped it.
+    expect((await postAs(off.url, 'msg_company_2', company)).status).toBe(202);
+    await until(
+      () => off.sim.records('companies').length === 1,
+      20_000,
+      () => 'company not delivered',
+    );
+    expect((await postAs(off.url, 'msg_company_2', company)).status).toBe(202);
+    await until(
+      () => off.sim.records('companies').length === 2,
+      20_000,
+      () => `${off.sim.records('companies').length} companies delivered`,
+    );
+  }, 90_000);
 
   it('finishes the batch in hand when npm is told to stop (SIGTERM to npm alone)', async () => {
     const { sim, url, output, child } = await startRelay({

@@ -8,6 +8,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { OUTPUTS } from '../../infra/cli/target.ts';
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -163,15 +164,15 @@ describe('the relay stack', () => {
     }
   });
 
-  it('retains queues and secrets on deletion or replacement unless the environment lets them go', () => {
-    const kinds = ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret'];
+  it('retains queues, secrets and the de-duplication table on deletion or replacement unless the environment lets them go', () => {
+    const kinds = ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret', 'AWS::DynamoDB::Table'];
     const policies = (t: Template) =>
       kinds.flatMap((kind) =>
         Object.values(t.findResources(kind)).map((r) => [r.DeletionPolicy, r.UpdateReplacePolicy]),
       );
-    expect(policies(synth('prod').template)).toEqual(Array(5).fill(['Retain', 'Retain']));
+    expect(policies(synth('prod').template)).toEqual(Array(6).fill(['Retain', 'Retain']));
     expect(policies(synth('prod', { retainData: false }).template)).toEqual(
-      Array(5).fill(['Delete', 'Delete']),
+      Array(6).fill(['Delete', 'Delete']),
     );
     expect(environments.prod?.retainData).toBe(true);
   });
@@ -237,6 +238,15 @@ describe('the relay stack', () => {
       resources: [group],
     });
     expect(statementsOf(template, 'IngestRole')).toEqual([
+      {
+        actions: [
+          'dynamodb:DeleteItem',
+          'dynamodb:GetItem',
+          'dynamodb:PutItem',
+          'dynamodb:UpdateItem',
+        ],
+        resources: ['DedupTable'],
+      },
       logs('IngestLogs'),
       { actions: ['secretsmanager:GetSecretValue'], resources: ['WebhookSecret'] },
       { actions: ['sqs:SendMessage'], resources: ['EventsQueue'] },
@@ -299,6 +309,60 @@ describe('the relay stack', () => {
     });
   });
 
+  it('keeps request ids in an on-demand, encrypted DynamoDB table with TTL, named in the ingest environment', () => {
+    template.resourceCountIs('AWS::DynamoDB::Table', 1);
+    template.hasResource('AWS::DynamoDB::Table', {
+      Properties: {
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        BillingMode: 'PAY_PER_REQUEST',
+        TimeToLiveSpecification: { AttributeName: 'expiration', Enabled: true },
+        SSESpecification: { SSEEnabled: true },
+      },
+      DeletionPolicy: 'Delete',
+    });
+    const ingest = Object.values(template.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+    )?.Properties.Environment.Variables;
+    expect(ingest.DEDUP_TABLE_NAME).toEqual({ Ref: expect.stringMatching(/^DedupTable/) });
+    expect(ingest.DEDUP_WINDOW_SECONDS).toBe('86400');
+    // "standard" leaves ENTITIES unset: the function's default is the one list.
+    expect(ingest.ENTITIES).toBeUndefined();
+  });
+
+  it('takes ENTITIES and the window from the settings, and alarms on store failures', () => {
+    const custom = synth('dev', {
+      entities: ['contacts', 'companies'],
+      dedupWindowSeconds: 0,
+    }).template;
+    const variables = Object.values(custom.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+    )?.Properties.Environment.Variables;
+    expect(variables.ENTITIES).toBe('contacts,companies');
+    expect(variables.DEDUP_WINDOW_SECONDS).toBe('0');
+    expect(() => synth('dev', { entities: ['campaigns/events'] })).toThrow(/entities/);
+
+    template.hasResourceProperties('AWS::Logs::MetricFilter', {
+      LogGroupName: { Ref: Match.stringLikeRegexp('^IngestLogs') },
+      FilterPattern: '{ $.event = "dedup_store_failed" }',
+      MetricTransformations: [
+        {
+          MetricNamespace: 'MauticBatchRelay/dev',
+          MetricName: 'DedupStoreErrors',
+          MetricValue: '1',
+          Unit: 'Count',
+        },
+      ],
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'DedupStoreErrors',
+      Namespace: 'MauticBatchRelay/dev',
+      Statistic: 'Sum',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+  });
+
   it('raises every alarm to the SNS topic', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
     const metrics = alarms.map(
@@ -311,6 +375,7 @@ describe('the relay stack', () => {
         '5xx',
         'AccessTokenSecondsLeft',
         'ApproximateAgeOfOldestMessage',
+        'DedupStoreErrors',
         'ApproximateNumberOfMessagesVisible',
         'Errors',
         'RefreshTokenSecondsLeft',
@@ -354,13 +419,21 @@ describe('the relay stack', () => {
     expect(Object.keys(prod.findOutputs('*')).sort()).toEqual(
       [
         'ClientSecretName',
+        'DashboardName',
         'DeadLetterQueueUrl',
+        'DedupTableName',
         'EventsQueueUrl',
         'IngestUrl',
+        'RefreshFunctionName',
         'TokenSecretName',
         'WebhookSecretName',
       ].sort(),
     );
+    // The operator commands find an environment by these output keys.
+    for (const key of Object.values(OUTPUTS)) expect(prod.findOutputs(key)).not.toEqual({});
+    expect(prod.findOutputs('DashboardName').DashboardName?.Value).toEqual({
+      Ref: Object.keys(prod.findResources('AWS::CloudWatch::Dashboard'))[0],
+    });
     prod.hasResource('AWS::CloudWatch::Dashboard', {});
   });
 });
@@ -400,11 +473,12 @@ describe('cdk-nag (AwsSolutions)', () => {
     expect(report?.violations).toEqual([]);
     expect(report?.suppressedViolations.map((v) => [v.ruleName, v.acknowledgedAt]).sort()).toEqual([
       ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/POST--events'],
+      ['AwsSolutions-DDB3', 'MauticRelay-dev/DedupTable'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/ClientSecret'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/TokenSecret'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/WebhookSecret'],
     ]);
-    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(4);
+    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(5);
   });
 
   it('fails the synth when a finding is not acknowledged', () => {
@@ -413,7 +487,7 @@ describe('cdk-nag (AwsSolutions)', () => {
     const { failure, report } = nagged(false);
 
     expect(String(failure)).toContain('ValidationFailed');
-    expect(report?.violations).toHaveLength(2);
+    expect(report?.violations).toHaveLength(3);
   });
 });
 
@@ -536,9 +610,11 @@ describe('environment settings', () => {
       mauticBaseUrl: environments.dev?.mauticBaseUrl,
       batchSize: 200,
     });
-    expect(loadIngestConfig(environmentOf('ingest')).webhookSecretId).toBe(
-      'resolved-webhook_secret_id',
-    );
+    expect(loadIngestConfig(environmentOf('ingest'))).toMatchObject({
+      webhookSecretId: 'resolved-webhook_secret_id',
+      dedupTableName: 'resolved-dedup_table_name',
+      dedupWindowSeconds: 86_400,
+    });
     expect(loadRefreshConfig(environmentOf('refresh')).tokenSecretId).toBe(
       'resolved-token_secret_id',
     );

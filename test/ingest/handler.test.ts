@@ -3,10 +3,12 @@ import { CreateQueueCommand } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { queuedEventSchema } from '../../functions/core/events.ts';
+
 import {
   API_KEY,
   contact,
   httpApiEvent,
+  INGEST_LIMITS,
   ingestHandler,
   NOW,
   OTHER_SECRET,
@@ -206,7 +208,7 @@ describe('ingest over fauxqs', () => {
     const id = `msg_${'x'.repeat(120)}`;
 
     const response = await ingestHandler(queue, {
-      limits: { maxBodyBytes: 1024 * 1024, maxEvents: 2000 },
+      limits: { ...INGEST_LIMITS, maxEvents: 2000 },
     })(httpApiEvent({ body, headers: signedHeaders(body, { id }) }));
 
     expect(response.status).toBe(422);

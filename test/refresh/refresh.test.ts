@@ -88,33 +88,52 @@ describe('token refresher with a client_credentials credential', () => {
 
     const first = await run({});
     const tokens = stored(ids);
-    now += 2_000_000;
+    // Over half the hour's lifetime left: fresh. Less: refreshed (max(900 s, 1800 s) ahead).
+    now += 1_500_000;
     const idle = await run({});
-    now += 800_000;
+    now += 400_000;
     const second = await run({});
 
-    expect(first).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(first).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
     expect(tokens).toEqual({
       accessToken: expect.stringMatching(/^[A-Za-z0-9_-]{86}$/),
       accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
       obtainedWith: 'client_credentials',
       updatedAt: new Date(START).toISOString(),
     });
-    expect(idle).toEqual({ action: 'none', why: 'fresh' });
-    expect(second).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(idle).toMatchObject({ action: 'none', why: 'fresh' });
+    expect(second).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
     expect(tokenCalls()).toHaveLength(2);
     const versions = fake.versions(ids.tokenSecretId);
     expect(versions.find((v) => v.stages.includes('AWSPREVIOUS'))?.secretString).toBe(
       JSON.stringify(tokens),
     );
     expect(metric('TokenRefreshed')).toEqual([1, 1]);
-    expect(metric('AccessTokenSecondsLeft')).toEqual([3600, 1600, 3600]);
+    expect(metric('AccessTokenSecondsLeft')).toEqual([3600, 2100, 3600]);
     expect(metric('RefreshTokenSecondsLeft')).toEqual([]);
     expectNoSecretsIn(output, [
       tokens.accessToken,
       stored(ids).accessToken,
       DEFAULT_SIMULATOR_CLIENT.clientSecret,
     ]);
+  });
+
+  it('refreshes short-lived tokens once less than half their lifetime is left', async () => {
+    await sim.close();
+    sim = await startMauticSimulator({ now: clock, accessTokenLifetimeSeconds: 300 });
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock, { refreshAheadSeconds: 60 });
+
+    await run({});
+    now += 140_000;
+    const early = await run({});
+    now += 12_000;
+    const late = await run({});
+
+    // REFRESH_AHEAD_SECONDS (60) alone would leave a 5-minute token alone until 1 minute is left.
+    expect(early).toMatchObject({ action: 'none', why: 'fresh' });
+    expect(late).toMatchObject({ action: 'refreshed' });
+    expect(stored(ids).accessTokenExpiresAt).toBe(new Date(now + 300_000).toISOString());
   });
 
   it('falls back to client_credentials when its refresh token is refused', async () => {
@@ -138,7 +157,7 @@ describe('token refresher with a client_credentials credential', () => {
 
     const outcome = await run({});
 
-    expect(outcome).toEqual({ action: 'refreshed', grant: 'client_credentials' });
+    expect(outcome).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
     expect(tokenCalls().map((r) => r.status)).toEqual([200, 200, 400, 200]);
   });
 
@@ -150,7 +169,7 @@ describe('token refresher with a client_credentials credential', () => {
 
     const outcome = await refresher(client, ids, clock)({});
 
-    expect(outcome).toEqual({ action: 'failed', why: 'invalid_client' });
+    expect(outcome).toMatchObject({ action: 'failed', why: 'invalid_client' });
     expect(output.join('')).toContain('run \\"npx mautic-relay credentials\\" with the right ones');
     expect(fake.current(ids.tokenSecretId)).toBeUndefined();
     expect(metric('TokenRefreshFailed')).toEqual([1]);
@@ -185,7 +204,7 @@ describe('token refresher with an authorization_code credential', () => {
     const outcome = await refresher(client, ids, clock)({});
 
     const next = stored(ids);
-    expect(outcome).toEqual({ action: 'refreshed', grant: 'refresh_token' });
+    expect(outcome).toMatchObject({ action: 'refreshed', grant: 'refresh_token' });
     expect(next.refreshToken).toMatch(/^[A-Za-z0-9_-]{86}$/);
     expect(next.refreshToken).not.toBe(tokens.refreshToken);
     expect(next.refreshTokenExpiresAt).toBe(new Date(now + 14 * 86_400_000).toISOString());
@@ -248,24 +267,148 @@ describe('token refresher with an authorization_code credential', () => {
 
     const outcome = await refresher(client, ids, clock)({});
 
-    expect(outcome).toEqual({ action: 'failed', why: 'needs_authorize' });
+    expect(outcome).toMatchObject({ action: 'failed', why: 'needs_authorize' });
     expect(tokenCalls()).toHaveLength(callsBefore);
   });
 });
 
+describe('the lost-response case', () => {
+  it('a rotated refresh token whose answer was lost cannot be recovered: the next run says to run authorize, and the alarm metric fires', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), tokens);
+    now += 3_000_000;
+    // Mautic rotates the refresh token, then the connection drops before its answer arrives.
+    sim.failAfterApply({ path: '/oauth/v2/token' }, 'drop');
+
+    const lost = await refresher(client, ids, clock)({});
+    now += 60_000;
+    const next = await refresher(client, ids, clock)({});
+
+    expect(lost).toMatchObject({ action: 'failed', why: 'transient' });
+    expect(next).toMatchObject({ action: 'failed', why: 'needs_authorize' });
+    expect(tokenCalls().map((r) => r.status)).toEqual([200, 0, 400]);
+    const text = output.join('');
+    expect(text).toContain('spent by a refresh whose answer was lost');
+    expect(text).toContain('Run \\"npx mautic-relay authorize\\"');
+    expect(text).toContain('"event":"needs_authorize"');
+    // RefreshTokenAlarm (refresh token seconds left below 2 days) names the same fix.
+    expect(metric('RefreshTokenSecondsLeft')).toContain(0);
+    expect(stored(ids)).not.toHaveProperty('refreshToken');
+    expectNoSecretsIn(output, [tokens.refreshToken, tokens.accessToken]);
+  });
+});
+
+describe('a write left half-finished heals in a new container', () => {
+  for (const grantType of ['authorization_code', 'client_credentials'] as const) {
+    it(`with ${grantType}: put ok, stage move fails, container gone; the next run makes the rotated refresh token current`, async () => {
+      let ids: { clientSecretId: string; tokenSecretId: string };
+      if (grantType === 'authorization_code') {
+        ids = await createEnvironment(client, userCredential(), await authorizedTokens(sim, clock));
+      } else {
+        await sim.close();
+        // Client credentials that hand out rotating refresh tokens.
+        sim = await startMauticSimulator({ now: clock, clientCredentialsRefreshToken: true });
+        ids = await createEnvironment(client, adminCredential());
+        await refresher(client, ids, clock)({});
+      }
+      const before = stored(ids);
+      now += 3_000_000;
+      // Both tries of the stage move fail (the put before each succeeds).
+      fake.failNext('UpdateSecretVersionStage', 2, { code: 'AccessDeniedException', status: 400 });
+
+      const broken = await refresher(client, ids, clock)({});
+      const pending = fake
+        .versions(ids.tokenSecretId)
+        .find((v) => v.stages.includes('AWSPENDING') && !v.stages.includes('AWSCURRENT'));
+      const rotated = JSON.parse(pending?.secretString ?? 'null') as TokenSecret;
+      const callsBefore = tokenCalls().length;
+      // A new container: a new handler, vault and memory.
+      const healed = await refresher(client, ids, clock)({});
+      const callsAtHeal = tokenCalls().length - callsBefore;
+      now += 3_000_000;
+      const later = await refresher(client, ids, clock)({});
+
+      expect(broken).toMatchObject({ action: 'failed', why: 'write_failed' });
+      expect(stored(ids)).not.toEqual(before);
+      expect(rotated.refreshToken).toBeDefined();
+      expect(rotated.refreshToken).not.toBe(before.refreshToken);
+      expect(healed).toMatchObject({
+        action: 'none',
+        why: 'fresh',
+        stored: { updatedAt: rotated.updatedAt },
+      });
+      expect(callsAtHeal).toBe(0);
+      expect(later).toMatchObject({ action: 'refreshed', grant: 'refresh_token' });
+      // Every refresh grant Mautic saw succeeded: no spent refresh token was ever sent.
+      expect(tokenCalls().every((r) => r.status === 200)).toBe(true);
+      expect(output.join('')).toContain('Completed a token write that an earlier run left');
+      expectNoSecretsIn(output, [before.refreshToken, rotated.refreshToken, rotated.accessToken]);
+    });
+  }
+
+  it('leaves alone a pending version built on an older one (superseded by authorize)', async () => {
+    const tokens = await authorizedTokens(sim, clock);
+    const ids = await createEnvironment(client, userCredential(), tokens);
+    now += 3_000_000;
+    fake.failNext('UpdateSecretVersionStage', 2, { code: 'AccessDeniedException', status: 400 });
+    await refresher(client, ids, clock)({});
+    const fromAuthorize = await authorizedTokens(sim, clock);
+    await client.send(
+      new PutSecretValueCommand({
+        SecretId: ids.tokenSecretId,
+        SecretString: JSON.stringify(fromAuthorize),
+      }),
+    );
+
+    const outcome = await refresher(client, ids, clock)({});
+
+    expect(outcome).toMatchObject({ action: 'none', why: 'fresh' });
+    expect(stored(ids)).toEqual(fromAuthorize);
+  });
+});
+
 describe('forced runs and writes', () => {
-  it('refreshes when forced, but not when the tokens were written moments ago', async () => {
+  it('coalesces forced runs: callers that found the same tokens stale cause one token call', async () => {
     const ids = await createEnvironment(client, adminCredential());
     const run = refresher(client, ids, clock);
     await run({});
+    const first = stored(ids);
     now += 30_000;
-    const soon = await run({ force: true, reason: 'mautic_token_invalid' });
-    now += 60_000;
-    const later = await run({ force: true, reason: 'mautic_token_invalid' });
+    const callers = [];
+    for (let i = 0; i < 5; i++)
+      callers.push(
+        await run({ force: true, reason: 'mautic_invalid_grant', staleUpdatedAt: first.updatedAt }),
+      );
+    const second = stored(ids);
+    const missing = await run({ force: true, reason: 'token_missing', staleUpdatedAt: null });
+    const operator = await run({ force: true, reason: 'operator' });
 
-    expect(soon).toEqual({ action: 'none', why: 'refreshed_recently' });
-    expect(later).toEqual({ action: 'refreshed', grant: 'client_credentials' });
-    expect(tokenCalls()).toHaveLength(2);
+    expect(callers[0]).toMatchObject({
+      action: 'refreshed',
+      stored: { updatedAt: second.updatedAt, accessTokenExpiresAt: second.accessTokenExpiresAt },
+    });
+    for (const later of callers.slice(1))
+      expect(later).toMatchObject({ action: 'none', why: 'newer_stored' });
+    expect(missing).toMatchObject({ action: 'none', why: 'newer_stored' });
+    expect(operator).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
+    expect(tokenCalls()).toHaveLength(3);
+    expect(second.updatedAt).not.toBe(first.updatedAt);
+    expect(JSON.stringify(callers)).not.toContain(second.accessToken);
+  });
+
+  it('refreshes when a forced run names the stored tokens stale, even long before they expire', async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const run = refresher(client, ids, clock);
+    await run({});
+    const revoked = stored(ids);
+    now += 1_000;
+    const outcome = await run({
+      force: true,
+      reason: 'mautic_invalid_grant',
+      staleUpdatedAt: revoked.updatedAt,
+    });
+    expect(outcome).toMatchObject({ action: 'refreshed' });
+    expect(stored(ids).accessToken).not.toBe(revoked.accessToken);
   });
 
   it('writes once however often the same write is retried', async () => {
@@ -278,7 +421,7 @@ describe('forced runs and writes', () => {
       obtainedWith: 'client_credentials',
       updatedAt: new Date(START).toISOString(),
     };
-    const requestToken = requestTokenFor(versionId, 'refresh');
+    const requestToken = requestTokenFor(versionId, token);
     fake.failNext('PutSecretValue', 1);
 
     const first = await vault.writeToken(token, requestToken, versionId);
@@ -290,7 +433,11 @@ describe('forced runs and writes', () => {
     );
 
     expect([first, again]).toEqual(['written', 'written']);
+    // A writer reusing a token for other content is refused; ours derive it from the content.
     await expect(rival).rejects.toThrow(/can't modify an existing version/);
+    expect(requestTokenFor(versionId, { ...token, accessToken: 'b'.repeat(20) })).not.toBe(
+      requestToken,
+    );
     expect(fake.versions(ids.tokenSecretId).filter((v) => v.stages.includes('AWSCURRENT'))).toEqual(
       [expect.objectContaining({ versionId: requestToken, secretString: JSON.stringify(token) })],
     );
@@ -308,8 +455,8 @@ describe('forced runs and writes', () => {
     const callsAfterFailure = tokenCalls().length;
     const next = await run({});
 
-    expect(failed).toEqual({ action: 'failed', why: 'write_failed' });
-    expect(next).toEqual({ action: 'none', why: 'fresh' });
+    expect(failed).toMatchObject({ action: 'failed', why: 'write_failed' });
+    expect(next).toMatchObject({ action: 'none', why: 'fresh' });
     expect(tokenCalls()).toHaveLength(callsAfterFailure);
     expect(tokenCalls().every((r) => r.status === 200)).toBe(true);
     expect(stored(ids).refreshToken).not.toBe(tokens.refreshToken);
@@ -335,8 +482,30 @@ describe('forced runs and writes', () => {
     const second = await run({});
 
     expect(tokenCalls()).toHaveLength(before + 1);
-    expect(second).toEqual({ action: 'failed', why: 'needs_authorize' });
+    expect(second).toMatchObject({ action: 'failed', why: 'needs_authorize' });
     expect(stored(ids)).not.toHaveProperty('refreshToken');
+  });
+
+  it("gives the token call most of the run's remaining time", async () => {
+    const ids = await createEnvironment(client, adminCredential());
+    const timeouts: number[] = [];
+    const handler = createRefreshHandler({
+      vault: new SecretsManagerTokenVault(client, ids),
+      granterFor: (credential, timeoutMs) => {
+        timeouts.push(timeoutMs);
+        return new MauticOAuthClient({ ...credential, fetch, clock: { now: clock }, timeoutMs });
+      },
+      clock: { now: clock },
+      logger: new Logger({ serviceName: 'refresh-test' }),
+      metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
+      refreshAheadSeconds: 900,
+      refreshTokenLifetimeSeconds: 1_209_600,
+      unsaved: { value: undefined },
+    });
+
+    await handler({}, { getRemainingTimeInMillis: () => 29_500 });
+
+    expect(timeouts).toEqual([23_500]);
   });
 
   it('keeps tokens that authorize stored while a refresh was under way', async () => {
@@ -377,7 +546,7 @@ describe('forced runs and writes', () => {
 
     const outcome = await handler({});
 
-    expect(outcome).toEqual({ action: 'none', why: 'superseded' });
+    expect(outcome).toMatchObject({ action: 'none', why: 'superseded' });
     expect(stored(ids)).toEqual(fromAuthorize);
   });
 });

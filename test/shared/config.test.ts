@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadBatchConfig, loadIngestConfig } from '../../functions/shared/config.ts';
+import {
+  ConfigError,
+  DEFAULT_ENTITIES,
+  loadBatchConfig,
+  loadIngestConfig,
+} from '../../functions/shared/config.ts';
 
 const required = {
   MAUTIC_BASE_URL: 'https://mautic.example.com',
@@ -68,6 +73,7 @@ describe('loadIngestConfig', () => {
         EVENTS_QUEUE_URL: 'https://sqs/events',
         WEBHOOK_SECRET: 'whsec_a, whsec_b',
         INGEST_API_KEYS: 'k1,,k2 ',
+        DEDUP_TABLE_NAME: 'relay-dedup',
       }),
     ).toEqual({
       eventsQueueUrl: 'https://sqs/events',
@@ -77,13 +83,54 @@ describe('loadIngestConfig', () => {
       maxBodyBytes: 1024 * 1024,
       maxEvents: 500,
       credentialsCacheSeconds: 300,
+      entities: [...DEFAULT_ENTITIES],
+      dedupWindowSeconds: 86_400,
+      dedupTableName: 'relay-dedup',
     });
+  });
+
+  it('reads ENTITIES and DEDUP_WINDOW_SECONDS, 0 turning de-duplication off without a table', () => {
+    const config = loadIngestConfig({
+      EVENTS_QUEUE_URL: 'q',
+      INGEST_API_KEYS: 'k',
+      ENTITIES: 'contacts, companies',
+      DEDUP_WINDOW_SECONDS: '0',
+    });
+
+    expect(config.entities).toEqual(['contacts', 'companies']);
+    expect(config.dedupWindowSeconds).toBe(0);
+    expect(() => loadIngestConfig({ EVENTS_QUEUE_URL: 'q', INGEST_API_KEYS: 'k' })).toThrow(
+      /DEDUP_TABLE_NAME is required unless DEDUP_WINDOW_SECONDS is 0/,
+    );
+    expect(() =>
+      loadIngestConfig({
+        EVENTS_QUEUE_URL: 'q',
+        INGEST_API_KEYS: 'k',
+        DEDUP_TABLE_NAME: 't',
+        ENTITIES: 'contacts,campaigns/events',
+        DEDUP_WINDOW_SECONDS: '2592001',
+      }),
+    ).toThrow(
+      /ENTITIES.*must list Mautic API path names.*DEDUP_WINDOW_SECONDS must be at most 2592000/,
+    );
+  });
+
+  it('defaults ENTITIES to the one-word standard Mautic entities with batch routes', () => {
+    expect(DEFAULT_ENTITIES).toContain('contacts');
+    expect(DEFAULT_ENTITIES).toContain('companies');
+    expect(DEFAULT_ENTITIES).toContain('segments');
+    expect(DEFAULT_ENTITIES).not.toContain('events');
+    expect(DEFAULT_ENTITIES).toHaveLength(24);
+    for (const entity of DEFAULT_ENTITIES) expect(entity).toMatch(/^[a-z][a-zA-Z]{1,63}$/);
   });
 
   it('takes a Secrets Manager secret id instead, and names what is missing', () => {
     expect(
-      loadIngestConfig({ EVENTS_QUEUE_URL: 'q', WEBHOOK_SECRET_ID: 'relay/dev/webhook' })
-        .webhookSecretId,
+      loadIngestConfig({
+        EVENTS_QUEUE_URL: 'q',
+        WEBHOOK_SECRET_ID: 'relay/dev/webhook',
+        DEDUP_WINDOW_SECONDS: '0',
+      }).webhookSecretId,
     ).toBe('relay/dev/webhook');
     expect(() => loadIngestConfig({ WEBHOOK_SECRET_ID: 'x', MAX_EVENTS_PER_REQUEST: '0' })).toThrow(
       /EVENTS_QUEUE_URL is required; MAX_EVENTS_PER_REQUEST must be at least 1/,

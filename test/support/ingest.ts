@@ -1,20 +1,26 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
-import type { EventQueue, OutgoingMessage } from '../../functions/core/ports.ts';
+import type {
+  Clock,
+  EventQueue,
+  OutgoingMessage,
+  RequestLedger,
+} from '../../functions/core/ports.ts';
 import {
   parseCredentials,
   parseWebhookSecret,
   signWebhook,
 } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
-import { DEFAULTS } from '../../functions/shared/config.ts';
+import { DEFAULT_ENTITIES, DEFAULTS } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 
 /** The ingest's default limits. */
 export const INGEST_LIMITS: IngestLimits = {
   maxBodyBytes: DEFAULTS.maxBodyBytes,
   maxEvents: DEFAULTS.maxEventsPerRequest,
+  entities: new Set(DEFAULT_ENTITIES),
 };
 
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
@@ -113,16 +119,28 @@ export interface IngestBody {
 /** The real ingest handler over `queue`, with one webhook secret and one API key. */
 export function ingestHandler(
   queue: EventQueue,
-  options: { logger?: Logger; secrets?: string[]; limits?: IngestLimits } = {},
+  options: {
+    logger?: Logger;
+    secrets?: string[];
+    apiKeys?: string[];
+    limits?: IngestLimits;
+    ledger?: RequestLedger;
+    clock?: Clock;
+    /** The invocation's time: what getRemainingTimeInMillis() counts down from. */
+    timeoutMs?: number;
+    /** Collects each answer's body as sent, for byte-for-byte comparisons. */
+    rawBodies?: string[];
+  } = {},
 ) {
   const credentials = parseCredentials({
     webhookSecrets: options.secrets ?? [WEBHOOK_SECRET],
-    apiKeys: [API_KEY],
+    apiKeys: options.apiKeys ?? [API_KEY],
   });
   const handler = createIngestHandler({
     credentials: async () => credentials,
     queue,
-    clock: { now: () => NOW },
+    ledger: options.ledger,
+    clock: options.clock ?? { now: () => NOW },
     newId: (() => {
       let n = 0;
       return () => `generated-${++n}`;
@@ -131,8 +149,11 @@ export function ingestHandler(
     logger: options.logger ?? new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
   });
   return async (event: APIGatewayProxyEventV2) => {
-    const context = lambdaContext('ingest', 10_000, { awsRequestId: 'request-42' });
+    const context = lambdaContext('ingest', options.timeoutMs ?? 10_000, {
+      awsRequestId: 'request-42',
+    });
     const result = (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
+    options.rawBodies?.push(String(result.body));
     return { status: result.statusCode ?? 0, body: JSON.parse(String(result.body)) as IngestBody };
   };
 }

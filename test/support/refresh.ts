@@ -98,14 +98,14 @@ export function refresher(
   client: SecretsManagerClient,
   ids: { clientSecretId: string; tokenSecretId: string },
   now: () => number,
-  options: { refreshTokenLifetimeSeconds?: number } = {},
+  options: { refreshTokenLifetimeSeconds?: number; refreshAheadSeconds?: number } = {},
 ) {
   // Through the function's own composition root, so its Powertools middlewares (metrics flush,
   // log context) are part of what the tests see.
   const handler = buildRefreshHandler(
     {
       ...ids,
-      refreshAheadSeconds: DEFAULTS.refreshAheadSeconds,
+      refreshAheadSeconds: options.refreshAheadSeconds ?? DEFAULTS.refreshAheadSeconds,
       refreshTokenLifetimeSeconds:
         options.refreshTokenLifetimeSeconds ?? DEFAULTS.refreshTokenLifetimeSeconds,
       mauticTimeoutMs: 2_000,

@@ -68,6 +68,22 @@ export async function startRelay(
   return { sim, child, output, url };
 }
 
+/** Posts `body` signed under the given `webhook-id` now; the answer's text as sent. */
+export async function postAs(url: string, id: string, body: string) {
+  const timestamp = Math.floor(Date.now() / 1000);
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
+    },
+    body,
+  });
+  return { status: response.status, text: await response.text() };
+}
+
 export async function post(url: string, body: string, headers: Record<string, string> = {}) {
   messageCount++;
   const id = `msg_e2e${messageCount}`;

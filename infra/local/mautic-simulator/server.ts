@@ -142,6 +142,11 @@ export interface MauticSimulator {
   issueToken(clientId?: string): { accessToken: string; refreshToken: string };
   /** Every access token issued so far is expired from now on. */
   expireAccessTokens(): void;
+  /**
+   * Revokes every token issued so far, as an admin deleting the credential's tokens would: access
+   * tokens answer 401 "invalid", refresh tokens `invalid_grant`.
+   */
+  revokeTokens(): void;
   /** Inserts a record directly; an `id` in it is ignored, `dateAdded` (ISO-8601) is kept. */
   seed(entity: string, record: Record<string, unknown>): { id: number };
 }
@@ -521,6 +526,10 @@ export async function startMauticSimulator(
     },
     expireAccessTokens() {
       for (const token of state.accessTokens.values()) token.forcedExpired = true;
+    },
+    revokeTokens() {
+      state.accessTokens.clear();
+      state.refreshTokens.clear();
     },
     seed: (entity, record) => seedRecord(state.entities, entity, record),
   };

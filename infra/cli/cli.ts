@@ -1,0 +1,563 @@
+import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
+import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { ConfigError, secretNames } from '../../functions/shared/config.ts';
+import {
+  DEFAULT_HIDE_SECONDS,
+  type DeadLetterFilters,
+  type DeadLetterList,
+  listDeadLetters,
+  parseSince,
+  redriveDeadLetters,
+} from './dead-letters.ts';
+import { EXIT, explainAwsError, SetupError } from './errors.ts';
+import { endpointsDir } from './local-endpoints.ts';
+import { authorize, storeCredentials, UsageError } from './operator-commands.ts';
+import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
+import { sendEvents } from './send.ts';
+import { senders, sendersLines } from './senders.ts';
+import { collectStatus, statusLines } from './status.ts';
+import { closeTarget, environmentTarget, localTarget, type Target } from './target.ts';
+
+/** What the CLI talks to besides AWS; the bin passes the process's, tests their own. */
+export interface CliIo {
+  stdout: (line: string) => void;
+  stderr: (text: string) => void;
+  env: Readonly<Record<string, string | undefined>>;
+  /** True when stderr is a terminal: progress bars are drawn there. */
+  progressBar: boolean;
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  /** True once Ctrl-C was pressed: a redrive stops after the batch in hand. */
+  interrupted: () => boolean;
+  readStdin: () => Promise<Uint8Array>;
+  readSecret: (prompt: string) => Promise<string>;
+}
+
+type Values = Record<string, string | boolean | undefined>;
+
+interface Command {
+  usage: string;
+  summary: string;
+  /** The options and environment, for --help. */
+  details: string;
+  options: ParseArgsOptionsConfig;
+  positionals: number;
+  /** Checks everything it can before any AWS call; resolves the exit code. */
+  run: (values: Values, positionals: string[], io: CliIo) => Promise<number>;
+}
+
+const TARGET_HELP = `  --env NAME   a deployed environment: its stack MauticRelay-NAME is found through the usual
+               AWS environment (AWS_REGION or AWS_PROFILE, and credentials)
+  --local      the running "npm start" (found from .mautic-relay/local.json in the directory
+               it runs in, or in MAUTIC_RELAY_DIR)
+  --json       print one JSON document on stdout`;
+
+const FILTER_HELP = `  --reason R   only this reason (invalid_event, mautic_rejected_item, retry_horizon_exceeded, …)
+  --entity E   only this entity (contacts, companies, …)
+  --action A   only create, edit or delete
+  --since T    only dead letters from the last T (90s, 30m, 2h, 7d) or since an ISO 8601 time`;
+
+const targetOptions = {
+  env: { type: 'string' },
+  local: { type: 'boolean', default: false },
+  json: { type: 'boolean', default: false },
+} satisfies ParseArgsOptionsConfig;
+
+const filterOptions = {
+  ...targetOptions,
+  reason: { type: 'string' },
+  entity: { type: 'string' },
+  action: { type: 'string' },
+  since: { type: 'string' },
+  limit: { type: 'string' },
+} satisfies ParseArgsOptionsConfig;
+
+const COMMANDS: Record<string, Command> = {
+  status: {
+    usage: 'status (--env NAME | --local) [--json]',
+    summary: 'ingest URL, queue depth, dead letters, token time left',
+    details: `Prints the ingest URL, the events queue (waiting, in flight, delayed, oldest event's
+age: from CloudWatch, so not known locally), the dead-letter count, the access and refresh
+tokens' time left and the last refresh (never a token), and the dashboard link for --env.
+${TARGET_HELP}`,
+    options: targetOptions,
+    positionals: 0,
+    run: (values, _, io) =>
+      withTarget(values, io, async (target) => {
+        const status = await collectStatus(target, io.now);
+        if (values.json) io.stdout(JSON.stringify(status));
+        else for (const line of statusLines(status, target)) io.stdout(line);
+        return EXIT.ok;
+      }),
+  },
+  'dead-letters': {
+    usage:
+      'dead-letters (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--show-data] [--json]',
+    summary: 'list dead letters with their reasons, newest first',
+    details: `Reads the dead-letter queue without consuming it (what it reads is visible again as
+soon as it is done) and lists the matching dead letters, newest first, with a count by reason.
+Record contents are shown only with --show-data.
+${TARGET_HELP}
+${FILTER_HELP}
+  --limit N    list at most N (default 100; the counts cover all)
+  --show-data  include each event's record id and data`,
+    options: { ...filterOptions, 'show-data': { type: 'boolean', default: false } },
+    positionals: 0,
+    run: async (values, _, io) => {
+      const filters = checkFilters(values, io, 100);
+      return withTarget(values, io, async (target) => {
+        const list = await listDeadLetters(target.sqs, target.deadLetterQueueUrl, filters, {
+          showData: values['show-data'] === true,
+          now: io.now,
+          hideSeconds: hideSeconds(io),
+        });
+        if (values.json) {
+          const { complete: _complete, ...json } = list;
+          io.stdout(JSON.stringify(json));
+        } else
+          for (const line of deadLetterLines(list, values['show-data'] === true)) io.stdout(line);
+        if (!list.complete)
+          io.stderr('The queue is too large to read in one go: the counts are partial.\n');
+        return EXIT.ok;
+      });
+    },
+  },
+  redrive: {
+    usage:
+      'redrive (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--rate N] [--dry-run] [--json]',
+    summary: 'move dead letters back to the events queue',
+    details: `Moves the matching dead letters back to the events queue, where they start a new retry
+horizon: each is sent to the events queue before it is deleted from the dead-letter queue, so an
+interrupted redrive loses nothing, and running it again finishes the job. Ctrl-C stops after the
+batch in hand. A redrive killed between a send and its delete leaves that event in both queues,
+and the re-run sends it again (delivery is at least once). Exits 1 when some matching dead
+letters could not be moved.
+${TARGET_HELP}
+${FILTER_HELP}
+  --limit N    move at most N (default: all that match)
+  --rate N     at most N events a second (default 50)
+  --dry-run    only count what would be moved`,
+    options: {
+      ...filterOptions,
+      rate: { type: 'string', default: '50' },
+      'dry-run': { type: 'boolean', default: false },
+    },
+    positionals: 0,
+    run: async (values, _, io) => {
+      const filters = checkFilters(values, io, Number.POSITIVE_INFINITY);
+      const rate = Number(values.rate);
+      if (!/^\d+(\.\d+)?$/.test(String(values.rate)) || rate <= 0 || rate > 3000)
+        throw new UsageError(
+          '--rate must be a number of events a second, above 0 and at most 3000',
+        );
+      return withTarget(values, io, async (target) => {
+        const bar = progressBar(io);
+        const result = await redriveDeadLetters(
+          target.sqs,
+          { deadLetterQueueUrl: target.deadLetterQueueUrl, eventsQueueUrl: target.eventsQueueUrl },
+          filters,
+          {
+            rate,
+            dryRun: values['dry-run'] === true,
+            hideSeconds: hideSeconds(io),
+            waiting: (hidden) =>
+              io.stderr(
+                `${hidden} dead ${hidden === 1 ? 'letter is' : 'letters are'} hidden by an earlier read that did not finish; waiting up to ${hideSeconds(io)} s for ${hidden === 1 ? 'it' : 'them'} to come back…\n`,
+              ),
+            now: io.now,
+            sleep: io.sleep,
+            shouldStop: io.interrupted,
+            progress: bar.update,
+          },
+        );
+        bar.done();
+        const { complete: _complete, ...json } = result;
+        if (values.json) io.stdout(JSON.stringify(json));
+        else if (values['dry-run'])
+          io.stdout(
+            `${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} would be moved (dry run: none moved).`,
+          );
+        else
+          io.stdout(
+            `Moved ${result.moved} of ${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} to the events queue; ${result.left} left.${io.interrupted() ? ' Interrupted: run the same command again to finish.' : ''}`,
+          );
+        const wanted = Math.min(result.matched, filters.limit);
+        return values['dry-run'] || result.moved >= wanted ? EXIT.ok : EXIT.failed;
+      });
+    },
+  },
+  senders: {
+    usage: 'senders (list | add-secret | add-key | remove ID) (--env NAME | --local) [--json]',
+    summary: 'list, add or remove the ingest credentials of senders',
+    details: `Edits the ingest's sender credentials (the environment's webhook secret, or the local
+stack's): list shows ids, kinds and creation times only; add-secret and add-key generate a new
+Standard Webhooks secret or API key and print it once; remove ID stops accepting one (not the
+last). Rotation: add-secret, give it to the sender, then remove the old id.
+${TARGET_HELP}`,
+    options: targetOptions,
+    positionals: 2,
+    run: async (values, positionals, io) => {
+      const [action, id] = positionals;
+      if (
+        action !== 'list' &&
+        action !== 'add-secret' &&
+        action !== 'add-key' &&
+        action !== 'remove'
+      )
+        throw new UsageError('senders needs one of: list, add-secret, add-key, remove ID');
+      if ((action === 'remove') !== (id !== undefined))
+        throw new UsageError(
+          action === 'remove'
+            ? 'senders remove needs the ID to remove'
+            : `senders ${action} takes no ID`,
+        );
+      return withTarget(values, io, async (target) => {
+        const result = await senders(target, action, id, io.now);
+        if (values.json) io.stdout(JSON.stringify(result));
+        else for (const line of sendersLines(result, target)) io.stdout(line);
+        return EXIT.ok;
+      });
+    },
+  },
+  credentials: {
+    usage:
+      'credentials --env NAME --base-url URL --client-id ID [--grant-type client_credentials|authorization_code]',
+    summary: "store an environment's Mautic OAuth2 credential",
+    details: `Stores the Mautic OAuth2 credential in the environment's client secret. The client secret
+is read from MAUTIC_CLIENT_SECRET, else from stdin (typed without echo), never from the command
+line. Needs the usual AWS environment (AWS_REGION or AWS_PROFILE, and credentials).`,
+    options: {
+      env: { type: 'string' },
+      'base-url': { type: 'string' },
+      'client-id': { type: 'string' },
+      'grant-type': { type: 'string', default: 'client_credentials' },
+    },
+    positionals: 0,
+    run: async (values, _, io) => {
+      const env = checkEnvironment(values.env);
+      if (!values['base-url'] || !values['client-id'])
+        throw new UsageError('--base-url and --client-id are required');
+      const clientSecret =
+        io.env.MAUTIC_CLIENT_SECRET ?? (await io.readSecret('Mautic client secret: '));
+      await awsCall(env, () =>
+        storeCredentials(
+          {
+            env,
+            baseUrl: String(values['base-url']),
+            clientId: String(values['client-id']),
+            clientSecret,
+            grantType: String(values['grant-type']),
+          },
+          { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
+        ),
+      );
+      return EXIT.ok;
+    },
+  },
+  refresh: {
+    usage: 'refresh (--env NAME | --local) [--json]',
+    summary: 'run the token refresher now and wait for its result',
+    details: `Asks the environment's token refresher for a refresh now (a synchronous invoke of the
+stack's refresher, or the running "npm start"'s), waits for it and prints the result: whether it
+refreshed and how long the access token is good for (never a token). Exits 1 if it failed.
+${TARGET_HELP}`,
+    options: targetOptions,
+    positionals: 0,
+    run: async (values, _, io) => {
+      if (values.env !== undefined && values.local)
+        throw new UsageError('Give --env NAME or --local, not both');
+      if (values.env === undefined && !values.local)
+        throw new UsageError('Which relay? Give --env NAME or --local');
+      const result = values.local
+        ? await refreshLocal(endpointsDir(io.env), fetch)
+        : await awsCall(checkEnvironment(values.env), () =>
+            refreshEnvironment(checkEnvironment(values.env), {
+              cloudFormation: new CloudFormationClient({}),
+              lambda: new LambdaClient({}),
+            }),
+          );
+      const ok = printRefresh(result, {
+        json: values.json === true,
+        now: io.now(),
+        print: io.stdout,
+      });
+      return ok ? EXIT.ok : EXIT.failed;
+    },
+  },
+  authorize: {
+    usage: 'authorize (--env NAME | --local) [--port 8765] [--timeout SECONDS]',
+    summary: 'authorize the relay with a Mautic user (authorization_code credentials)',
+    details: `Prints Mautic's authorize URL, waits on http://127.0.0.1:PORT/callback for the code and
+stores the tokens. Register that redirect URI on the Mautic credential. Needs the usual AWS
+environment (AWS_REGION or AWS_PROFILE, and credentials); with --local, the running "npm start"
+(whose embedded simulator registers the redirect URI of AUTHORIZE_PORT).
+  --port N       the local port of the redirect URI (default 8765)
+  --timeout S    how long to wait for the browser, in seconds (default 300)`,
+    options: {
+      env: { type: 'string' },
+      local: { type: 'boolean', default: false },
+      port: { type: 'string', default: '8765' },
+      timeout: { type: 'string', default: '300' },
+    },
+    positionals: 0,
+    run: async (values, _, io) => {
+      if (values.env !== undefined && values.local)
+        throw new UsageError('Give --env NAME or --local, not both');
+      const port = wholeNumber(values.port, '--port', 1, 65_535);
+      const timeout = wholeNumber(values.timeout, '--timeout', 1, 3600);
+      if (values.local) {
+        const target = localTarget(io.env);
+        try {
+          await authorize(
+            { env: 'local', port, timeoutMs: timeout * 1000 },
+            { secrets: target.secrets, fetch, print: io.stdout, now: io.now },
+          );
+        } finally {
+          closeTarget(target);
+        }
+        return EXIT.ok;
+      }
+      const env = checkEnvironment(values.env);
+      await awsCall(env, () =>
+        authorize(
+          { env, port, timeoutMs: timeout * 1000 },
+          { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
+        ),
+      );
+      return EXIT.ok;
+    },
+  },
+  send: {
+    usage:
+      'send (--url URL | --local) [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]',
+    summary: 'post events to an ingest URL, signed',
+    details: `Posts FILE, or stdin, as it is to the ingest, signed with a Standard Webhooks secret or
+with an API key; prints the answer. Exits 0 on a 2xx answer, else 1. Needs no AWS environment.
+  --url URL        the ingest URL, e.g. http://127.0.0.1:3000/events
+  --local          the running "npm start"'s ingest URL
+  --secret S       a whsec_ secret; better given as WEBHOOK_SECRET in the environment
+  --api-key K      an API key; better given as INGEST_API_KEY in the environment
+  --id ID          the webhook-id (default: random)`,
+    options: {
+      url: { type: 'string' },
+      local: { type: 'boolean', default: false },
+      secret: { type: 'string' },
+      'api-key': { type: 'string' },
+      id: { type: 'string' },
+    },
+    positionals: 1,
+    run: async (values, positionals, io) => {
+      if (values.local && values.url) throw new UsageError('Give --url or --local, not both');
+      let url = values.url as string | undefined;
+      if (values.local) {
+        const target = localTarget(io.env);
+        url = target.ingestUrl;
+        closeTarget(target);
+      }
+      const result = await sendEvents(
+        {
+          url,
+          secret: values.secret as string | undefined,
+          apiKey: values['api-key'] as string | undefined,
+          id: values.id as string | undefined,
+          file: positionals[0],
+          env: io.env,
+        },
+        { fetch, print: io.stdout, now: io.now, readStdin: io.readStdin },
+      );
+      return result.ok ? EXIT.ok : EXIT.failed;
+    },
+  },
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  return [
+    'Usage: npx mautic-relay COMMAND [options]   (COMMAND --help for its options)',
+    '',
+    ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    '',
+    'Exit codes: 0 done, 1 failed, 2 usage mistake, 3 cannot reach what the command needs.',
+  ].join('\n');
+}
+
+function commandHelp(command: Command): string {
+  return `Usage: npx mautic-relay ${command.usage}\n\n${command.details}\n`;
+}
+
+/**
+ * The operator CLI (contract §4): parses and checks everything before any AWS call, runs the
+ * command, and turns what went wrong into one message that names what to fix. Resolves the exit
+ * code (see EXIT).
+ */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined) {
+    io.stderr(`${usage()}\n`);
+    return EXIT.usage;
+  }
+  if (name === 'help' || name === '--help' || name === '-h') {
+    const about = rest[0] === undefined ? undefined : COMMANDS[rest[0]];
+    io.stdout(about && rest[0] ? commandHelp(about) : usage());
+    return EXIT.ok;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!command) {
+    io.stderr(`Unknown command "${name}".\n${usage()}\n`);
+    return EXIT.usage;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout(commandHelp(command));
+    return EXIT.ok;
+  }
+  try {
+    let parsed: { values: Values; positionals: string[] };
+    try {
+      parsed = parseArgs({
+        args: rest,
+        options: command.options,
+        allowPositionals: command.positionals > 0,
+        strict: true,
+      }) as { values: Values; positionals: string[] };
+    } catch (error) {
+      throw new UsageError(error instanceof Error ? error.message : String(error));
+    }
+    if (parsed.positionals.length > command.positionals)
+      throw new UsageError(`Unexpected argument "${parsed.positionals[command.positionals]}"`);
+    return await command.run(parsed.values, parsed.positionals, io);
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      io.stderr(`${error.message}\nSee: npx mautic-relay ${name} --help\n`);
+      return EXIT.usage;
+    }
+    if (error instanceof SetupError) {
+      io.stderr(`${error.message}\n`);
+      return EXIT.setup;
+    }
+    io.stderr(
+      `${name} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}\n`,
+    );
+    return EXIT.failed;
+  }
+}
+
+/** The --env NAME or --local of a command, checked; then the command on its target. */
+async function withTarget(
+  values: Values,
+  io: CliIo,
+  run: (target: Target) => Promise<number>,
+): Promise<number> {
+  if (values.env !== undefined && values.local)
+    throw new UsageError('Give --env NAME or --local, not both');
+  if (values.env === undefined && !values.local)
+    throw new UsageError(
+      'Which relay? Give --env NAME (a deployed environment) or --local (npm start)',
+    );
+  const environment = values.local ? 'local' : checkEnvironment(values.env);
+  return awsCall(environment, async () => {
+    const target = values.local ? localTarget(io.env) : await environmentTarget(environment);
+    try {
+      return await run(target);
+    } finally {
+      closeTarget(target);
+    }
+  });
+}
+
+/** Runs AWS calls; an error the operator can fix becomes a SetupError naming the setting. */
+async function awsCall<T>(environment: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    const explained = explainAwsError(error, { environment, local: environment === 'local' });
+    if (explained) throw new SetupError(explained);
+    throw error;
+  }
+}
+
+function checkEnvironment(value: string | boolean | undefined): string {
+  if (typeof value !== 'string' || value === '') throw new UsageError('--env NAME is required');
+  secretNames(value);
+  return value;
+}
+
+function checkFilters(values: Values, io: CliIo, defaultLimit: number): DeadLetterFilters {
+  const text = (name: string) =>
+    typeof values[name] === 'string' ? (values[name] as string) : undefined;
+  const reason = text('reason');
+  if (reason !== undefined && !/^[a-z_]{1,64}$/.test(reason))
+    throw new UsageError('--reason must be a reason such as mautic_rejected_item');
+  const entity = text('entity');
+  if (entity !== undefined && !/^[a-z][a-zA-Z]{1,63}$/.test(entity))
+    throw new UsageError('--entity must be a Mautic entity such as contacts');
+  const action = text('action');
+  if (action !== undefined && !['create', 'edit', 'delete'].includes(action))
+    throw new UsageError('--action must be create, edit or delete');
+  const sinceText = text('since');
+  const since = sinceText === undefined ? undefined : parseSince(sinceText, io.now());
+  if (sinceText !== undefined && since === undefined)
+    throw new UsageError('--since must be like 90s, 30m, 2h or 7d, or an ISO 8601 time');
+  const limitText = text('limit');
+  const limit =
+    limitText === undefined ? defaultLimit : wholeNumber(limitText, '--limit', 1, 1_000_000);
+  return { reason, entity, action, since, limit };
+}
+
+/** How long a read hides dead letters: MAUTIC_RELAY_HIDE_SECONDS, for tests and huge queues. */
+function hideSeconds(io: CliIo): number {
+  const text = io.env.MAUTIC_RELAY_HIDE_SECONDS;
+  return text === undefined
+    ? DEFAULT_HIDE_SECONDS
+    : wholeNumber(text, 'MAUTIC_RELAY_HIDE_SECONDS', 2, 43_200);
+}
+
+function wholeNumber(value: unknown, option: string, min: number, max: number): number {
+  const number = Number(value);
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || number < min || number > max)
+    throw new UsageError(`${option} must be a whole number from ${min} to ${max}`);
+  return number;
+}
+
+function deadLetterLines(list: DeadLetterList, showData: boolean): string[] {
+  const reasons = Object.entries(list.byReason)
+    .sort(([, a], [, b]) => b - a)
+    .map(([reason, count]) => `${reason} ${count}`)
+    .join(', ');
+  const lines = [
+    list.count === 0
+      ? 'No dead letters match.'
+      : `${list.count} dead ${list.count === 1 ? 'letter' : 'letters'} (${reasons})${list.items.length < list.count ? `; the newest ${list.items.length}:` : ':'}`,
+  ];
+  for (const item of list.items) {
+    const detail = item.detail
+      ? ` ${item.detail.length > 100 ? `${item.detail.slice(0, 100)}…` : item.detail}`
+      : '';
+    lines.push(
+      `  ${item.deadLetteredAt ?? '?'}  ${item.reason}${item.status === null ? '' : ` ${item.status}`}  ${item.entity ?? '?'} ${item.action ?? '?'}  ${item.eventId ?? '(no event id)'}${detail}`,
+    );
+    if (showData)
+      lines.push(`      id ${item.id ?? '-'} data ${JSON.stringify(item.data ?? null)}`);
+  }
+  return lines;
+}
+
+/** A one-line bar on a terminal's stderr; nothing otherwise. */
+function progressBar(io: CliIo) {
+  let drawn = false;
+  return {
+    update: (state: { scanned: number; matched: number; moved: number; total: number }) => {
+      if (!io.progressBar) return;
+      const total = Math.max(state.total, state.scanned, 1);
+      const filled = Math.round((20 * state.scanned) / total);
+      io.stderr(
+        `\r[${'#'.repeat(filled)}${'.'.repeat(20 - filled)}] read ${state.scanned}/${total}, moved ${state.moved} of ${state.matched} matching`,
+      );
+      drawn = true;
+    },
+    done: () => {
+      if (drawn) io.stderr('\n');
+    },
+  };
+}

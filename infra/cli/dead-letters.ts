@@ -1,0 +1,375 @@
+import {
+  ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
+  type Message,
+  type MessageAttributeValue,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+
+/** One dead letter as the commands show it (contract §4); `data` only with `--show-data`. */
+interface DeadLetterItem {
+  eventId: string | null;
+  entity: string | null;
+  action: string | null;
+  reason: string;
+  status: number | null;
+  detail: string | null;
+  firstReceivedAt: string | null;
+  deadLetteredAt: string | null;
+  id?: number | null;
+  data?: unknown;
+}
+
+export interface DeadLetterFilters {
+  reason?: string | undefined;
+  entity?: string | undefined;
+  action?: string | undefined;
+  /** Only dead letters from this time on (epoch ms). */
+  since?: number | undefined;
+  limit: number;
+}
+
+/** A message SQS itself moved (too many receives) carries no reason of the relay's. */
+const NO_REASON = 'too_many_receives';
+/**
+ * How long a read keeps dead letters hidden by default: long enough to see each one once in a
+ * scan, short enough that a read killed half-way gives them back soon.
+ */
+export const DEFAULT_HIDE_SECONDS = 60;
+
+interface Scanned {
+  message: Message;
+  item: DeadLetterItem;
+  deadLetteredMs: number;
+  body: string;
+}
+
+/**
+ * Reads the dead-letter queue without consuming it: each receive hides what it returns (so the
+ * next receive returns other messages and everything is counted, 10 at a time), and when the
+ * scan ends every message is made visible again at once. A scan killed half-way loses nothing:
+ * the messages come back by themselves after HIDE_SECONDS. Bounded by the queue's size at the
+ * start and by time.
+ */
+async function scan(
+  sqs: SQSClient,
+  queueUrl: string,
+  options: { now: () => number; hideSeconds: number },
+  onBatch: (batch: Scanned[]) => Promise<Set<string>>,
+  shouldStop: () => boolean = () => false,
+): Promise<{ complete: boolean }> {
+  const { now, hideSeconds } = options;
+  const estimate = (await countMessages(sqs, queueUrl)).total;
+  const maxReceives = Math.ceil(estimate / 10) * 3 + 20;
+  // Stops before the first messages it hid reappear, so none is seen twice.
+  const budgetMs = hideSeconds * 1000 * 0.8;
+  const started = now();
+  const hidden = new Map<string, string>();
+  let complete = false;
+  try {
+    for (let receives = 0; receives < maxReceives; receives++) {
+      if (shouldStop() || now() - started > budgetMs) break;
+      const { Messages = [] } = await sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queueUrl,
+          MaxNumberOfMessages: 10,
+          VisibilityTimeout: hideSeconds,
+          // Long polling asks every SQS server: an empty answer means an empty queue.
+          WaitTimeSeconds: 1,
+          MessageAttributeNames: ['All'],
+          MessageSystemAttributeNames: ['SentTimestamp'],
+        }),
+      );
+      if (Messages.length === 0) {
+        complete = true;
+        break;
+      }
+      const fresh = Messages.filter((m) => m.MessageId && !hidden.has(m.MessageId));
+      for (const m of Messages)
+        if (m.MessageId && m.ReceiptHandle) hidden.set(m.MessageId, m.ReceiptHandle);
+      if (fresh.length === 0) continue;
+      const gone = await onBatch(fresh.map(describe));
+      for (const messageId of gone) hidden.delete(messageId);
+    }
+  } finally {
+    await reveal(sqs, queueUrl, [...hidden.values()]);
+  }
+  return { complete };
+}
+
+/** Makes hidden messages visible again; one that cannot be comes back after the hide time. */
+async function reveal(sqs: SQSClient, queueUrl: string, receiptHandles: string[]): Promise<void> {
+  for (let i = 0; i < receiptHandles.length; i += 10) {
+    await sqs
+      .send(
+        new ChangeMessageVisibilityBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: receiptHandles.slice(i, i + 10).map((handle, j) => ({
+            Id: String(j),
+            ReceiptHandle: handle,
+            VisibilityTimeout: 0,
+          })),
+        }),
+      )
+      .catch(() => {});
+  }
+}
+
+async function countMessages(
+  sqs: SQSClient,
+  queueUrl: string,
+): Promise<{ total: number; hidden: number }> {
+  const { Attributes = {} } = await sqs.send(
+    new GetQueueAttributesCommand({
+      QueueUrl: queueUrl,
+      AttributeNames: [
+        'ApproximateNumberOfMessages',
+        'ApproximateNumberOfMessagesNotVisible',
+        'ApproximateNumberOfMessagesDelayed',
+      ],
+    }),
+  );
+  const hidden = Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0);
+  return {
+    total:
+      Number(Attributes.ApproximateNumberOfMessages ?? 0) +
+      hidden +
+      Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0),
+    hidden,
+  };
+}
+
+/**
+ * Nothing consumes the dead-letter queue but these commands: messages hidden in it are held by
+ * a read that was killed (or runs elsewhere). Waits, bounded by the hide time, until they are
+ * back; resolves how many are still hidden.
+ */
+async function waitForHidden(
+  sqs: SQSClient,
+  queueUrl: string,
+  options: { hideSeconds: number; now: () => number; sleep: (ms: number) => Promise<void> },
+  notice: (hidden: number) => void,
+): Promise<number> {
+  const deadline = options.now() + (options.hideSeconds + 5) * 1000;
+  let { hidden } = await countMessages(sqs, queueUrl);
+  if (hidden > 0) notice(hidden);
+  while (hidden > 0 && options.now() < deadline) {
+    await options.sleep(1000);
+    ({ hidden } = await countMessages(sqs, queueUrl));
+  }
+  return hidden;
+}
+
+/** A dead letter's facts, from the relay's attributes first, else from the queued event. */
+function describe(message: Message): Scanned {
+  const body = message.Body ?? '';
+  let event: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(body);
+    if (typeof parsed === 'object' && parsed !== null) event = parsed as Record<string, unknown>;
+  } catch {
+    // Not a queued event (invalid_event): the attributes say what is known.
+  }
+  const attribute = (name: string) => message.MessageAttributes?.[name]?.StringValue;
+  const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : null);
+  const sent = Number(message.Attributes?.SentTimestamp);
+  const deadLetteredAt = attribute('relay.deadLetteredAt') ?? null;
+  const deadLetteredMs = deadLetteredAt
+    ? Date.parse(deadLetteredAt)
+    : Number.isFinite(sent)
+      ? sent
+      : 0;
+  const status = Number(attribute('relay.status'));
+  const detail = attribute('relay.detail');
+  return {
+    message,
+    body,
+    deadLetteredMs,
+    item: {
+      eventId: text(event.eventId),
+      entity: text(attribute('relay.entity')) ?? text(event.entity),
+      action: text(attribute('relay.action')) ?? text(event.action),
+      reason: attribute('relay.reason') ?? NO_REASON,
+      status: attribute('relay.status') !== undefined && Number.isFinite(status) ? status : null,
+      detail: detail === undefined || detail === '-' ? null : detail,
+      firstReceivedAt: text(attribute('relay.firstReceivedAt')) ?? text(event.receivedAt),
+      deadLetteredAt: deadLetteredMs > 0 ? new Date(deadLetteredMs).toISOString() : null,
+      id: typeof event.id === 'number' ? event.id : null,
+      data: event.data,
+    },
+  };
+}
+
+function matches(scanned: Scanned, filters: DeadLetterFilters): boolean {
+  const { item } = scanned;
+  return (
+    (filters.reason === undefined || item.reason === filters.reason) &&
+    (filters.entity === undefined || item.entity === filters.entity) &&
+    (filters.action === undefined || item.action === filters.action) &&
+    (filters.since === undefined || scanned.deadLetteredMs >= filters.since)
+  );
+}
+
+export interface DeadLetterList {
+  count: number;
+  byReason: Record<string, number>;
+  items: DeadLetterItem[];
+  /** False when the scan stopped before the queue's end (a very large queue). */
+  complete: boolean;
+}
+
+/** `dead-letters`: the matching dead letters, newest first, counted by reason. */
+export async function listDeadLetters(
+  sqs: SQSClient,
+  queueUrl: string,
+  filters: DeadLetterFilters,
+  options: { showData: boolean; now: () => number; hideSeconds: number },
+): Promise<DeadLetterList> {
+  const found: Scanned[] = [];
+  const { complete } = await scan(sqs, queueUrl, options, async (batch) => {
+    found.push(...batch.filter((scanned) => matches(scanned, filters)));
+    return new Set();
+  });
+  const byReason: Record<string, number> = {};
+  for (const { item } of found) byReason[item.reason] = (byReason[item.reason] ?? 0) + 1;
+  found.sort((a, b) => b.deadLetteredMs - a.deadLetteredMs);
+  const items = found.slice(0, filters.limit).map(({ item }) => {
+    const { id, data, ...rest } = item;
+    return options.showData ? { ...rest, id: id ?? null, data } : rest;
+  });
+  return { count: found.length, byReason, items, complete };
+}
+
+export interface RedriveResult {
+  matched: number;
+  moved: number;
+  left: number;
+  complete: boolean;
+}
+
+/**
+ * `redrive`: moves the matching dead letters (at most `filters.limit`) back to the events queue,
+ * each sent before it is deleted, at most `rate` a second. The others are made visible again.
+ * Killed at any point it loses nothing; killed between a send and its delete, that message is
+ * in both queues and a re-run sends it again (at least once, as everywhere in the relay).
+ * `shouldStop` (Ctrl-C) ends it after the batch in hand, so that never happens on Ctrl-C.
+ */
+export async function redriveDeadLetters(
+  sqs: SQSClient,
+  urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
+  filters: DeadLetterFilters,
+  options: {
+    rate: number;
+    dryRun: boolean;
+    hideSeconds: number;
+    now: () => number;
+    sleep: (ms: number) => Promise<void>;
+    shouldStop: () => boolean;
+    progress: (state: { scanned: number; matched: number; moved: number; total: number }) => void;
+    /** Told how many dead letters an earlier, interrupted read still hides. */
+    waiting: (hidden: number) => void;
+  },
+): Promise<RedriveResult> {
+  // Those hidden by a redrive that was killed must be back, or this one could not finish the job.
+  await waitForHidden(sqs, urls.deadLetterQueueUrl, options, options.waiting);
+  const total = (await countMessages(sqs, urls.deadLetterQueueUrl)).total;
+  const state = { scanned: 0, matched: 0, moved: 0, total };
+  const started = options.now();
+  // A scan ends before what it hid reappears; on a large queue another round finds the rest.
+  let complete = false;
+  for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
+    const movedBefore = state.moved;
+    state.scanned = 0;
+    state.matched = state.moved;
+    ({ complete } = await scan(
+      sqs,
+      urls.deadLetterQueueUrl,
+      options,
+      async (batch) => {
+        state.scanned += batch.length;
+        const matching = batch.filter((scanned) => matches(scanned, filters));
+        state.matched += matching.length;
+        const room = Math.max(0, filters.limit - state.moved);
+        const moving = options.dryRun ? [] : matching.slice(0, room);
+        const gone = new Set<string>();
+        if (moving.length > 0) {
+          // Paced from the start, so the average never passes the rate.
+          const due = started + ((state.moved + moving.length) / options.rate) * 1000;
+          const wait = due - options.now();
+          if (wait > 0) await options.sleep(wait);
+          for (const messageId of await move(sqs, urls, moving)) {
+            gone.add(messageId);
+            state.moved++;
+          }
+        }
+        options.progress({ ...state });
+        return gone;
+      },
+      options.shouldStop,
+    ));
+    if (state.moved === movedBefore) break;
+  }
+  return {
+    matched: state.matched,
+    moved: state.moved,
+    left: state.matched - state.moved,
+    complete,
+  };
+}
+
+/** Sends to the events queue, then deletes from the dead-letter queue what was sent. */
+async function move(
+  sqs: SQSClient,
+  urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
+  letters: Scanned[],
+): Promise<string[]> {
+  const sent = await sqs.send(
+    new SendMessageBatchCommand({
+      QueueUrl: urls.eventsQueueUrl,
+      Entries: letters.map(({ message, body }, i) => ({
+        Id: String(i),
+        MessageBody: body,
+        MessageAttributes: originalAttributes(message),
+      })),
+    }),
+  );
+  const sentIndexes = (sent.Successful ?? []).map((entry) => Number(entry.Id));
+  if (sentIndexes.length === 0) return [];
+  const deleted = await sqs.send(
+    new DeleteMessageBatchCommand({
+      QueueUrl: urls.deadLetterQueueUrl,
+      Entries: sentIndexes.map((i) => ({
+        Id: String(i),
+        ReceiptHandle: letters[i]?.message.ReceiptHandle ?? '',
+      })),
+    }),
+  );
+  // A message sent but not deleted is still a dead letter: it counts as not moved (and a
+  // re-run sends it again).
+  return (deleted.Successful ?? []).flatMap((entry) => {
+    const messageId = letters[Number(entry.Id)]?.message.MessageId;
+    return messageId ? [messageId] : [];
+  });
+}
+
+/** The attributes the event had on the events queue: the relay's own are dropped. */
+function originalAttributes(message: Message): Record<string, MessageAttributeValue> {
+  return Object.fromEntries(
+    Object.entries(message.MessageAttributes ?? {}).filter(([name]) => !name.startsWith('relay.')),
+  );
+}
+
+/** `--since`: `90s`, `30m`, `2h`, `7d`, or an ISO 8601 time; undefined when it is neither. */
+export function parseSince(text: string, now: number): number | undefined {
+  const relative = text.match(/^(\d+)([smhd])$/);
+  if (relative) {
+    const unit = { s: 1, m: 60, h: 3600, d: 86_400 }[relative[2] as 's' | 'm' | 'h' | 'd'];
+    return now - Number(relative[1]) * unit * 1000;
+  }
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text)) return undefined;
+  const time = Date.parse(text);
+  return Number.isNaN(time) ? undefined : time;
+}

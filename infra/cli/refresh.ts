@@ -1,0 +1,123 @@
+import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import * as z from 'zod';
+import type { FetchLike } from '../../functions/core/ports.ts';
+import { SetupError } from './errors.ts';
+import { endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
+
+/** The refresher's answer, as much of it as the command reports (never a token). */
+const outcomeSchema = z.object({
+  action: z.enum(['none', 'refreshed', 'failed']),
+  why: z.string().optional(),
+  grant: z.string().optional(),
+  stored: z.object({ updatedAt: z.string(), accessTokenExpiresAt: z.string() }).optional(),
+});
+export type RefreshResult = z.infer<typeof outcomeSchema>;
+
+/** The stack output that names the refresher function (see infra/aws/relay-stack.ts). */
+const REFRESH_FUNCTION_OUTPUT = 'RefreshFunctionName';
+
+/**
+ * `refresh --env NAME`: finds the refresher of the stack `MauticRelay-<env>` from its outputs and
+ * invokes it synchronously, as the batch function does, with a forced run that always refreshes.
+ */
+export async function refreshEnvironment(
+  env: string,
+  clients: { cloudFormation: CloudFormationClient; lambda: LambdaClient },
+): Promise<RefreshResult> {
+  const stackName = `MauticRelay-${env}`;
+  let outputs: Array<{ OutputKey?: string | undefined; OutputValue?: string | undefined }>;
+  try {
+    const { Stacks } = await clients.cloudFormation.send(
+      new DescribeStacksCommand({ StackName: stackName }),
+    );
+    outputs = Stacks?.[0]?.Outputs ?? [];
+  } catch (error) {
+    throw new SetupError(
+      `Cannot read the stack ${stackName} (${describe(error)}): check --env and the AWS environment (AWS_REGION or AWS_PROFILE, and credentials)`,
+    );
+  }
+  const functionName = outputs.find((o) => o.OutputKey === REFRESH_FUNCTION_OUTPUT)?.OutputValue;
+  if (!functionName) {
+    throw new SetupError(
+      `The stack ${stackName} has no ${REFRESH_FUNCTION_OUTPUT} output: deploy this version of the relay (npx cdk deploy ${stackName})`,
+    );
+  }
+  const answer = await clients.lambda.send(
+    new InvokeCommand({
+      FunctionName: functionName,
+      InvocationType: 'RequestResponse',
+      Payload: new TextEncoder().encode(JSON.stringify({ force: true, reason: 'operator' })),
+    }),
+  );
+  if (answer.FunctionError) {
+    throw new Error(
+      `The refresher failed (${answer.FunctionError}): see the log group /aws/lambda/${functionName}`,
+    );
+  }
+  return parseOutcome(new TextDecoder().decode(answer.Payload ?? new Uint8Array()));
+}
+
+/** `refresh --local`: asks the running `npm start` through its control endpoint. */
+export async function refreshLocal(dir: string, fetch: FetchLike): Promise<RefreshResult> {
+  const endpoints = readLocalEndpoints(endpointsPathIn(dir));
+  if (endpoints?.controlUrl === undefined) {
+    throw new SetupError(
+      `No local stack is running here (no ${endpointsPathIn(dir)} of a running "npm start"): start one with "npm start", or set MAUTIC_RELAY_DIR to its directory.`,
+    );
+  }
+  let response: Response;
+  try {
+    response = await fetch(`${endpoints.controlUrl}/refresh`, { method: 'POST' });
+  } catch {
+    throw new SetupError(
+      `The local stack does not answer at ${endpoints.controlUrl}: is "npm start" still running?`,
+    );
+  }
+  const text = await response.text();
+  if (!response.ok) throw new Error('The local refresher failed: see the output of "npm start"');
+  return parseOutcome(text);
+}
+
+/** Prints the result; false when the refresh failed (the command then exits non-zero). */
+export function printRefresh(
+  result: RefreshResult,
+  options: { json: boolean; now: number; print: (line: string) => void },
+): boolean {
+  const secondsLeft = result.stored
+    ? Math.max(0, Math.round((Date.parse(result.stored.accessTokenExpiresAt) - options.now) / 1000))
+    : null;
+  const refreshed = result.action === 'refreshed';
+  if (options.json) {
+    options.print(JSON.stringify({ refreshed, accessTokenSecondsLeft: secondsLeft }));
+  } else if (refreshed) {
+    options.print(
+      `Refreshed (${result.grant ?? 'grant'}): the access token is good for ${secondsLeft} s, until ${result.stored?.accessTokenExpiresAt}.`,
+    );
+  } else if (result.action === 'failed') {
+    options.print(
+      `The refresh failed (${result.why ?? 'unknown'}): the refresher's log says how to fix it${result.why === 'needs_authorize' ? ' (run "npx mautic-relay authorize")' : ''}.`,
+    );
+  } else {
+    options.print(
+      `Not refreshed (${result.why ?? 'nothing to do'})${secondsLeft === null ? '' : `: the stored access token is good for ${secondsLeft} s`}.`,
+    );
+  }
+  return result.action !== 'failed';
+}
+
+function parseOutcome(text: string): RefreshResult {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  const parsed = outcomeSchema.safeParse(body);
+  if (!parsed.success) throw new Error('The refresher answered something unexpected');
+  return parsed.data;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

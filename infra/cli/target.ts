@@ -1,0 +1,115 @@
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { SetupError } from './errors.ts';
+import { localEndpointsPath, readLocalEndpoints } from './local-endpoints.ts';
+
+/** What the operator commands act on: one deployed environment or the running local stack. */
+export interface Target {
+  /** `dev`, or `local`. */
+  name: string;
+  local: boolean;
+  ingestUrl: string;
+  eventsQueueUrl: string;
+  deadLetterQueueUrl: string;
+  tokenSecretId: string;
+  webhookSecretId: string;
+  /** The CloudWatch dashboard in the console; none locally. */
+  dashboardUrl: string | null;
+  sqs: SQSClient;
+  secrets: SecretsManagerClient;
+  /** For the oldest event's age, which only CloudWatch knows; none locally. */
+  cloudwatch: CloudWatchClient | undefined;
+}
+
+/** The stack of environment NAME, as infra/aws/app.ts names it. */
+const stackName = (environment: string) => `MauticRelay-${environment}`;
+
+/** The stack outputs the commands read (infra/aws/relay-stack.ts declares them). */
+export const OUTPUTS = {
+  ingestUrl: 'IngestUrl',
+  eventsQueueUrl: 'EventsQueueUrl',
+  deadLetterQueueUrl: 'DeadLetterQueueUrl',
+  tokenSecretName: 'TokenSecretName',
+  webhookSecretName: 'WebhookSecretName',
+  dashboardName: 'DashboardName',
+} as const;
+
+/**
+ * A deployed environment, found from its stack's outputs through the usual AWS environment
+ * (AWS_REGION / AWS_PROFILE / credentials): the SDK's own resolution, nothing of ours.
+ */
+export async function environmentTarget(environment: string): Promise<Target> {
+  const cloudFormation = new CloudFormationClient({});
+  const { Stacks } = await cloudFormation.send(
+    new DescribeStacksCommand({ StackName: stackName(environment) }),
+  );
+  const outputs = new Map(
+    (Stacks?.[0]?.Outputs ?? []).map((output) => [output.OutputKey, output.OutputValue]),
+  );
+  const output = (key: string): string => {
+    const value = outputs.get(key);
+    if (!value) {
+      throw new SetupError(
+        `The stack ${stackName(environment)} has no output ${key}: deploy this version of the relay (npx cdk deploy -c env=${environment}).`,
+      );
+    }
+    return value;
+  };
+  const region = await cloudFormation.config.region();
+  cloudFormation.destroy();
+  const dashboard = outputs.get(OUTPUTS.dashboardName);
+  return {
+    name: environment,
+    local: false,
+    ingestUrl: output(OUTPUTS.ingestUrl),
+    eventsQueueUrl: output(OUTPUTS.eventsQueueUrl),
+    deadLetterQueueUrl: output(OUTPUTS.deadLetterQueueUrl),
+    tokenSecretId: output(OUTPUTS.tokenSecretName),
+    webhookSecretId: output(OUTPUTS.webhookSecretName),
+    dashboardUrl: dashboard
+      ? `https://${region}.console.aws.amazon.com/cloudwatch/home?region=${region}#dashboards/dashboard/${encodeURIComponent(dashboard)}`
+      : null,
+    sqs: new SQSClient({}),
+    secrets: new SecretsManagerClient({}),
+    cloudwatch: new CloudWatchClient({}),
+  };
+}
+
+/** The running `npm start`, from the endpoints file it keeps while it runs. */
+export function localTarget(env: Readonly<Record<string, string | undefined>>): Target {
+  const path = localEndpointsPath(env);
+  const endpoints = readLocalEndpoints(path);
+  if (!endpoints) {
+    throw new SetupError(
+      `No local stack is running (nothing live in ${path}): start one with "npm start" in the project directory, or set MAUTIC_RELAY_DIR to the directory it runs in.`,
+    );
+  }
+  // The stand-ins check no signature; the SDK still wants a region and credentials.
+  const local = {
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    maxAttempts: 2,
+  };
+  return {
+    name: 'local',
+    local: true,
+    ingestUrl: endpoints.ingestUrl,
+    eventsQueueUrl: endpoints.queueUrl,
+    deadLetterQueueUrl: endpoints.deadLetterQueueUrl,
+    tokenSecretId: endpoints.tokenSecretId,
+    webhookSecretId: endpoints.webhookSecretId,
+    dashboardUrl: null,
+    sqs: new SQSClient({ ...local, endpoint: endpoints.sqsEndpoint }),
+    secrets: new SecretsManagerClient({ ...local, endpoint: endpoints.secretsEndpoint }),
+    cloudwatch: undefined,
+  };
+}
+
+/** Lets the process end: the SDK keeps connections alive. */
+export function closeTarget(target: Target): void {
+  target.sqs.destroy();
+  target.secrets.destroy();
+  target.cloudwatch?.destroy();
+}

@@ -1,0 +1,92 @@
+import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import dynalite from 'dynalite';
+import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
+import { listenOnLoopback } from './loopback.ts';
+
+/** The table's name in the local store. */
+export const LOCAL_DEDUP_TABLE = 'mautic-relay-dedup';
+
+/** dynalite, a DynamoDB implementation on npm, in memory on 127.0.0.1: the local de-duplication store. */
+export interface LocalDynamoDb {
+  /** `http://127.0.0.1:<port>`. */
+  readonly endpoint: string;
+  /** A client for it; destroyed by close(). */
+  readonly client: DynamoDBClient;
+  /** Creates a table shaped as the stack's de-duplication table (key `id`). */
+  createDedupTable(name: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Starts dynalite on a free loopback port (or `port`); its data lives in memory until close(). */
+export async function startLocalDynamoDb(port = 0): Promise<LocalDynamoDb> {
+  // Tables are ACTIVE at once: dynalite's default 500 ms of CREATING would only slow start-up.
+  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const bound = await listenOnLoopback(server, port);
+  const endpoint = `http://127.0.0.1:${bound}`;
+  const client = dynamoDbClient(endpoint);
+  return {
+    endpoint,
+    client,
+    async createDedupTable(name) {
+      await client.send(
+        new CreateTableCommand({
+          TableName: name,
+          BillingMode: 'PAY_PER_REQUEST',
+          AttributeDefinitions: [{ AttributeName: DEDUP_TABLE_KEY, AttributeType: 'S' }],
+          KeySchema: [{ AttributeName: DEDUP_TABLE_KEY, KeyType: 'HASH' }],
+        }),
+      );
+    },
+    async close() {
+      client.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve, reject) =>
+        server.close((error) => (error ? reject(error) : resolve())),
+      );
+    },
+  };
+}
+
+/** A client for a local DynamoDB at `endpoint`, with the dummy credentials it accepts. */
+export function dynamoDbClient(endpoint: string): DynamoDBClient {
+  return new DynamoDBClient({
+    endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    // A local store that is down should fail fast, not after the SDK's three tries.
+    maxAttempts: 1,
+  });
+}
+
+/**
+ * The local stack's de-duplication store: dynalite with the table the ingest is given, or
+ * nothing when the window is 0 (de-duplication off).
+ */
+export async function startDedupStore(windowSeconds: number): Promise<{
+  client: DynamoDBClient | undefined;
+  tableName: string | undefined;
+  description: string;
+  close(): Promise<void>;
+}> {
+  if (windowSeconds === 0) {
+    return {
+      client: undefined,
+      tableName: undefined,
+      description: 'off (DEDUP_WINDOW_SECONDS=0)',
+      close: async () => {},
+    };
+  }
+  const store = await startLocalDynamoDb();
+  try {
+    await store.createDedupTable(LOCAL_DEDUP_TABLE);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return {
+    client: store.client,
+    tableName: LOCAL_DEDUP_TABLE,
+    description: `dynalite at ${store.endpoint}, request ids kept ${windowSeconds} s`,
+    close: () => store.close(),
+  };
+}

@@ -1,0 +1,720 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { CloudWatchClient, GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
+import {
+  GetSecretValueCommand,
+  PutSecretValueCommand,
+  SecretsManagerClient,
+} from '@aws-sdk/client-secrets-manager';
+import {
+  ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
+  type Message,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { type CliIo, runCli } from '../../infra/cli/cli.ts';
+import { EXIT } from '../../infra/cli/errors.ts';
+
+const cloudFormation = mockClient(CloudFormationClient);
+const sqs = mockClient(SQSClient);
+const secrets = mockClient(SecretsManagerClient);
+const cloudwatch = mockClient(CloudWatchClient);
+const NOW = Date.parse('2026-11-24T12:00:00.000Z');
+const EVENTS = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-Events';
+const DLQ = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-DeadLetters';
+const ACCESS_TOKEN = 'access-token-never-shown';
+const REFRESH_TOKEN = 'refresh-token-never-shown';
+
+const OUTPUTS = {
+  IngestUrl: 'https://abc.execute-api.eu-west-1.amazonaws.com/events',
+  EventsQueueUrl: EVENTS,
+  DeadLetterQueueUrl: DLQ,
+  TokenSecretName: 'MauticRelay/dev/token',
+  WebhookSecretName: 'MauticRelay/dev/webhook',
+  DashboardName: 'MauticRelay-dev',
+  RefreshFunctionName: 'MauticRelay-dev-Refresh',
+};
+
+function run(argv: string[], env: Record<string, string> = {}, extra: Partial<CliIo> = {}) {
+  const out: string[] = [];
+  let err = '';
+  const io: CliIo = {
+    stdout: (line) => out.push(line),
+    stderr: (text) => {
+      err += text;
+    },
+    env,
+    progressBar: false,
+    now: () => NOW,
+    sleep: async () => {},
+    interrupted: () => false,
+    readStdin: async () => new Uint8Array(),
+    readSecret: async () => '',
+    ...extra,
+  };
+  return runCli(argv, io).then((code) => ({ code, out: out.join('\n'), err }));
+}
+
+function awsCalls(): number {
+  return (
+    cloudFormation.calls().length +
+    sqs.calls().length +
+    secrets.calls().length +
+    cloudwatch.calls().length
+  );
+}
+
+function deployed() {
+  cloudFormation.on(DescribeStacksCommand, { StackName: 'MauticRelay-dev' }).resolves({
+    Stacks: [
+      {
+        StackName: 'MauticRelay-dev',
+        CreationTime: new Date(),
+        StackStatus: 'UPDATE_COMPLETE',
+        Outputs: Object.entries(OUTPUTS).map(([OutputKey, OutputValue]) => ({
+          OutputKey,
+          OutputValue,
+        })),
+      },
+    ],
+  });
+}
+
+/** A dead letter as the batch function writes it. */
+function deadLetter(n: number, extra: Partial<Record<string, string>> = {}): Message {
+  const attributes: Record<string, { DataType: string; StringValue: string }> = {
+    'relay.reason': { DataType: 'String', StringValue: extra.reason ?? 'mautic_rejected_item' },
+    'relay.detail': { DataType: 'String', StringValue: 'Item was not found.' },
+    'relay.status': { DataType: 'Number', StringValue: '404' },
+    'relay.entity': { DataType: 'String', StringValue: extra.entity ?? 'contacts' },
+    'relay.action': { DataType: 'String', StringValue: 'edit' },
+    'relay.firstReceivedAt': { DataType: 'String', StringValue: '2026-11-24T10:00:00.000Z' },
+    origin: { DataType: 'String', StringValue: 'crm' },
+  };
+  return {
+    MessageId: `m${n}`,
+    ReceiptHandle: `r${n}`,
+    Body: JSON.stringify({
+      eventId: `e${n}`,
+      entity: extra.entity ?? 'contacts',
+      action: 'edit',
+      id: n,
+      data: { firstname: `secret-name-${n}` },
+      receivedAt: '2026-11-24T10:00:00.000Z',
+    }),
+    MessageAttributes: attributes,
+    // Dead-lettered n minutes before NOW.
+    Attributes: { SentTimestamp: String(NOW - n * 60_000) },
+  };
+}
+
+function queue(url: string, visible: number, hidden = 0, delayed = 0) {
+  sqs.on(GetQueueAttributesCommand, { QueueUrl: url }).resolves({
+    Attributes: {
+      ApproximateNumberOfMessages: String(visible),
+      ApproximateNumberOfMessagesNotVisible: String(hidden),
+      ApproximateNumberOfMessagesDelayed: String(delayed),
+    },
+  });
+}
+
+let dir: string;
+beforeEach(() => {
+  vi.stubEnv('AWS_REGION', 'eu-west-1');
+  vi.stubEnv('AWS_CONFIG_FILE', '/nonexistent/config');
+  vi.stubEnv('AWS_SHARED_CREDENTIALS_FILE', '/nonexistent/credentials');
+  vi.stubEnv('AWS_PROFILE', undefined);
+  vi.stubEnv('AWS_DEFAULT_REGION', undefined);
+  dir = mkdtempSync(join(tmpdir(), 'relay-cli-'));
+});
+
+afterEach(() => {
+  vi.unstubAllEnvs();
+  cloudFormation.reset();
+  sqs.reset();
+  secrets.reset();
+  cloudwatch.reset();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the CLI itself', () => {
+  it.each(['status', 'dead-letters', 'redrive', 'senders', 'credentials', 'authorize', 'send'])(
+    '%s --help exits 0 with its options and the environment it needs',
+    async (command) => {
+      const { code, out } = await run([command, '--help', '--bogus']);
+      expect(code).toBe(EXIT.ok);
+      expect(out).toContain(`Usage: npx mautic-relay ${command}`);
+      if (command !== 'send') expect(out).toMatch(/AWS_REGION or AWS_PROFILE/);
+      expect(awsCalls()).toBe(0);
+    },
+  );
+
+  it('lists the commands and exit codes on help, and on no command (exit 2)', async () => {
+    const help = await run(['help']);
+    expect(help.code).toBe(EXIT.ok);
+    expect(help.out).toMatch(/status .*\n.*dead-letters/);
+    expect(help.out).toContain('Exit codes: 0 done, 1 failed, 2 usage mistake, 3');
+    const bare = await run([]);
+    expect(bare.code).toBe(EXIT.usage);
+    expect(bare.err).toContain('Usage: npx mautic-relay COMMAND');
+  });
+
+  it('says so when the command is unknown', async () => {
+    const { code, err } = await run(['statsu', '--env', 'dev']);
+    expect(code).toBe(EXIT.usage);
+    expect(err).toContain('Unknown command "statsu"');
+    expect(awsCalls()).toBe(0);
+  });
+
+  it.each([
+    [['status'], /--env NAME .*or --local/],
+    [['status', '--env', 'dev', '--local'], /not both/],
+    [['status', '--env', 'Dev'], /environment name must be lower-case/],
+    [['status', '--env', 'dev', '--verbose'], /Unknown option '--verbose'/],
+    [['dead-letters', '--env', 'dev', '--limit', 'ten'], /--limit must be a whole number/],
+    [['dead-letters', '--env', 'dev', '--since', 'yesterday'], /--since must be like 90s/],
+    [['dead-letters', '--env', 'dev', '--action', 'upsert'], /--action must be create/],
+    [['dead-letters', '--env', 'dev', '--entity', 'Contacts!'], /--entity must be/],
+    [['dead-letters', '--env', 'dev', '--reason', 'Bad Reason'], /--reason must be/],
+    [['redrive', '--env', 'dev', '--rate', '0'], /--rate must be/],
+    [['redrive', '--env', 'dev', '--rate', 'fast'], /--rate must be/],
+    [['senders', '--env', 'dev'], /senders needs one of/],
+    [['senders', 'remove', '--env', 'dev'], /needs the ID/],
+    [['senders', 'list', 'x', '--env', 'dev'], /takes no ID/],
+    [['authorize', '--env', 'dev', '--port', 'abc'], /--port must be a whole number/],
+    [['authorize', '--env', 'dev', '--timeout', '-1'], /timeout/],
+    [['credentials', '--env', 'dev'], /--base-url and --client-id are required/],
+    [['send', '--url', 'http://127.0.0.1:1/events', '--local'], /--url or --local/],
+    [['send', 'a.json', 'b.json'], /Unexpected argument "b.json"/],
+  ])('checks %j before any AWS call', async (argv, message) => {
+    const { code, err } = await run(argv);
+    expect(code).toBe(EXIT.usage);
+    expect(err).toMatch(message);
+    expect(err).toContain('--help');
+    expect(awsCalls()).toBe(0);
+  });
+});
+
+describe('AWS errors name the setting to fix', () => {
+  it('region missing: AWS_REGION or AWS_PROFILE', async () => {
+    vi.stubEnv('AWS_REGION', undefined);
+    deployed();
+    const { code, err } = await run(['status', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('set AWS_REGION');
+    expect(err).toContain('AWS_PROFILE');
+  });
+
+  it('no credentials: AWS_PROFILE or the access key variables', async () => {
+    cloudFormation.on(DescribeStacksCommand).rejects(
+      Object.assign(new Error('Could not load credentials from any providers'), {
+        name: 'CredentialsProviderError',
+      }),
+    );
+    const { code, err } = await run(['dead-letters', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toMatch(/No AWS credentials.*AWS_PROFILE.*AWS_ACCESS_KEY_ID/);
+  });
+
+  it('expired credentials: log in again', async () => {
+    cloudFormation.on(DescribeStacksCommand).rejects(
+      Object.assign(new Error('The security token included in the request is expired'), {
+        name: 'ExpiredToken',
+      }),
+    );
+    const { code, err } = await run(['status', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('aws sso login');
+  });
+
+  it('stack not found: --env, AWS_REGION, and how to deploy it', async () => {
+    cloudFormation.on(DescribeStacksCommand).rejects(
+      Object.assign(new Error('Stack with id MauticRelay-dev does not exist'), {
+        name: 'ValidationError',
+      }),
+    );
+    const { code, err } = await run(['redrive', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('No stack MauticRelay-dev');
+    expect(err).toContain('--env and AWS_REGION');
+    expect(err).toContain('npx cdk deploy -c env=dev');
+  });
+
+  it('a stack of an older version: redeploy', async () => {
+    cloudFormation.on(DescribeStacksCommand).resolves({
+      Stacks: [
+        {
+          StackName: 'MauticRelay-dev',
+          CreationTime: new Date(),
+          StackStatus: 'CREATE_COMPLETE',
+          Outputs: [{ OutputKey: 'IngestUrl', OutputValue: OUTPUTS.IngestUrl }],
+        },
+      ],
+    });
+    const { code, err } = await run(['status', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('has no output EventsQueueUrl');
+  });
+
+  it('access denied: names the permission', async () => {
+    deployed();
+    sqs
+      .on(GetQueueAttributesCommand)
+      .rejects(
+        Object.assign(
+          new Error(
+            'User: arn:aws:iam::1:user/ops is not authorized to perform: sqs:getqueueattributes',
+          ),
+          { name: 'AccessDenied' },
+        ),
+      );
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: '{}' });
+    const { code, err } = await run(['status', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('sqs:getqueueattributes');
+    expect(err).toContain('AWS_PROFILE');
+  });
+
+  it('no local stack: npm start or MAUTIC_RELAY_DIR', async () => {
+    const { code, err } = await run(['status', '--local'], { MAUTIC_RELAY_DIR: dir });
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('No local stack is running');
+    expect(err).toContain('MAUTIC_RELAY_DIR');
+  });
+
+  it('a local stack whose process is gone counts as none', async () => {
+    mkdirSync(join(dir, '.mautic-relay'));
+    writeFileSync(
+      join(dir, '.mautic-relay', 'local.json'),
+      JSON.stringify({
+        ingestUrl: 'http://127.0.0.1:1/events',
+        sqsEndpoint: 'http://127.0.0.1:1',
+        queueUrl: 'q',
+        deadLetterQueueUrl: 'd',
+        secretsEndpoint: 'http://127.0.0.1:1',
+        tokenSecretId: 't',
+        pid: 2 ** 22 + 7,
+        startedAt: new Date().toISOString(),
+      }),
+    );
+    const { code, err } = await run(['senders', 'list', '--local'], { MAUTIC_RELAY_DIR: dir });
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('No local stack is running');
+  });
+
+  it('an unexpected error exits 1 with the command named', async () => {
+    deployed();
+    sqs.on(GetQueueAttributesCommand).rejects(new Error('boom'));
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: '{}' });
+    const { code, err } = await run(['status', '--env', 'dev']);
+    expect(code).toBe(EXIT.failed);
+    expect(err).toContain('status failed: Error: boom');
+  });
+});
+
+describe('status --env', () => {
+  it('reads the stack outputs, the queues, the token secret and CloudWatch, and never shows a token', async () => {
+    deployed();
+    queue(EVENTS, 12, 3, 1);
+    queue(DLQ, 2, 1, 0);
+    secrets.on(GetSecretValueCommand, { SecretId: OUTPUTS.TokenSecretName }).resolves({
+      SecretString: JSON.stringify({
+        accessToken: ACCESS_TOKEN,
+        accessTokenExpiresAt: new Date(NOW + 3_000_000).toISOString(),
+        refreshToken: REFRESH_TOKEN,
+        refreshTokenExpiresAt: new Date(NOW + 86_400_000).toISOString(),
+        obtainedWith: 'refresh_token',
+        updatedAt: new Date(NOW - 600_000).toISOString(),
+      }),
+    });
+    cloudwatch.on(GetMetricDataCommand).resolves({
+      MetricDataResults: [{ Id: 'oldest', Values: [42.4, 10] }],
+    });
+
+    const json = await run(['status', '--env', 'dev', '--json']);
+    expect(json.code).toBe(EXIT.ok);
+    expect(JSON.parse(json.out)).toEqual({
+      ingestUrl: OUTPUTS.IngestUrl,
+      queue: { visible: 12, inFlight: 3, delayed: 1, oldestAgeSeconds: 42 },
+      deadLetters: { count: 3 },
+      token: {
+        accessTokenSecondsLeft: 3000,
+        refreshTokenSecondsLeft: 86_400,
+        updatedAt: new Date(NOW - 600_000).toISOString(),
+      },
+      dashboardUrl:
+        'https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1#dashboards/dashboard/MauticRelay-dev',
+    });
+    const metricQuery = cloudwatch.commandCalls(GetMetricDataCommand)[0]?.args[0].input;
+    expect(metricQuery?.MetricDataQueries?.[0]?.MetricStat?.Metric?.Dimensions).toEqual([
+      { Name: 'QueueName', Value: 'MauticRelay-dev-Events' },
+    ]);
+
+    const human = await run(['status', '--env', 'dev']);
+    expect(human.out).toContain('12 waiting, 3 in flight, 1 delayed; oldest 42 s');
+    expect(human.out).toContain('access token:   50 min 0 s left');
+    expect(human.out).toContain('dashboard:      https://eu-west-1.console.aws.amazon.com');
+    for (const shown of [json.out, human.out, json.err, human.err]) {
+      expect(shown).not.toContain(ACCESS_TOKEN);
+      expect(shown).not.toContain(REFRESH_TOKEN);
+    }
+  });
+
+  it('answers null for what is not known: no tokens yet, no metric data', async () => {
+    deployed();
+    queue(EVENTS, 0);
+    queue(DLQ, 0);
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: '{}' });
+    cloudwatch.on(GetMetricDataCommand).resolves({ MetricDataResults: [{ Id: 'oldest' }] });
+    const { out } = await run(['status', '--env', 'dev', '--json']);
+    expect(JSON.parse(out)).toMatchObject({
+      queue: { oldestAgeSeconds: null },
+      token: { accessTokenSecondsLeft: null, refreshTokenSecondsLeft: null, updatedAt: null },
+    });
+  });
+});
+
+describe('dead-letters --env', () => {
+  it('counts past 10 per receive, lists newest first with reasons, hides contents, and makes every message visible again', async () => {
+    deployed();
+    queue(DLQ, 13);
+    const letters = Array.from({ length: 13 }, (_, i) =>
+      deadLetter(i + 1, i === 12 ? { reason: 'ambiguous_result', entity: 'companies' } : {}),
+    );
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce({ Messages: letters.slice(0, 10).reverse() })
+      .resolvesOnce({ Messages: letters.slice(10) })
+      .resolves({ Messages: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({ Successful: [] });
+
+    const { code, out } = await run(['dead-letters', '--env', 'dev', '--json', '--limit', '5']);
+    expect(code).toBe(EXIT.ok);
+    const list = JSON.parse(out);
+    expect(list.count).toBe(13);
+    expect(list.byReason).toEqual({ mautic_rejected_item: 12, ambiguous_result: 1 });
+    expect(list.items.map((item: { eventId: string }) => item.eventId)).toEqual([
+      'e1',
+      'e2',
+      'e3',
+      'e4',
+      'e5',
+    ]);
+    expect(list.items[0]).toEqual({
+      eventId: 'e1',
+      entity: 'contacts',
+      action: 'edit',
+      reason: 'mautic_rejected_item',
+      status: 404,
+      detail: 'Item was not found.',
+      firstReceivedAt: '2026-11-24T10:00:00.000Z',
+      deadLetteredAt: new Date(NOW - 60_000).toISOString(),
+    });
+    expect(out).not.toContain('secret-name');
+
+    const receive = sqs.commandCalls(ReceiveMessageCommand)[0]?.args[0].input;
+    expect(receive?.VisibilityTimeout).toBeGreaterThan(0);
+    const revealed = sqs
+      .commandCalls(ChangeMessageVisibilityBatchCommand)
+      .flatMap((call) => call.args[0].input.Entries ?? []);
+    expect(revealed.map((entry) => entry.ReceiptHandle).sort()).toEqual(
+      letters.map((letter) => letter.ReceiptHandle).sort(),
+    );
+    expect(revealed.every((entry) => entry.VisibilityTimeout === 0)).toBe(true);
+    expect(sqs.commandCalls(DeleteMessageBatchCommand)).toHaveLength(0);
+  });
+
+  it('filters by reason, entity, action and age, and shows contents only with --show-data', async () => {
+    deployed();
+    queue(DLQ, 4);
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce({
+        Messages: [
+          deadLetter(1),
+          deadLetter(30, { entity: 'companies' }),
+          deadLetter(200),
+          deadLetter(2, { reason: 'ambiguous_result' }),
+        ],
+      })
+      .resolves({ Messages: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({});
+
+    const { out } = await run([
+      'dead-letters',
+      '--env',
+      'dev',
+      '--json',
+      '--reason',
+      'mautic_rejected_item',
+      '--entity',
+      'contacts',
+      '--action',
+      'edit',
+      '--since',
+      '2h',
+      '--show-data',
+    ]);
+    const list = JSON.parse(out);
+    expect(list.count).toBe(1);
+    expect(list.items[0]).toMatchObject({
+      eventId: 'e1',
+      id: 1,
+      data: { firstname: 'secret-name-1' },
+    });
+  });
+
+  it('shows a message SQS moved itself as too_many_receives, and a body that is not an event', async () => {
+    deployed();
+    queue(DLQ, 2);
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce({
+        Messages: [
+          {
+            MessageId: 'bare',
+            ReceiptHandle: 'rb',
+            Body: JSON.stringify({ eventId: 'e9', entity: 'contacts', action: 'create' }),
+            Attributes: { SentTimestamp: String(NOW) },
+          },
+          {
+            MessageId: 'junk',
+            ReceiptHandle: 'rj',
+            Body: 'not json',
+            MessageAttributes: {
+              'relay.reason': { DataType: 'String', StringValue: 'invalid_event' },
+              'relay.detail': { DataType: 'String', StringValue: '-' },
+            },
+            Attributes: { SentTimestamp: String(NOW - 1000) },
+          },
+        ],
+      })
+      .resolves({ Messages: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({});
+    const { out } = await run(['dead-letters', '--env', 'dev']);
+    expect(out).toContain('2 dead letters (too_many_receives 1, invalid_event 1):');
+    expect(out).toContain('too_many_receives  contacts create  e9');
+    expect(out).toContain('invalid_event  ? ?  (no event id)');
+  });
+});
+
+describe('redrive --env', () => {
+  function dlq(count: number) {
+    deployed();
+    queue(DLQ, count);
+    const letters = Array.from({ length: count }, (_, i) => deadLetter(i + 1));
+    const receive = sqs.on(ReceiveMessageCommand);
+    for (let i = 0; i < count; i += 10)
+      receive.resolvesOnce({ Messages: letters.slice(i, i + 10) });
+    receive.resolves({ Messages: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({});
+    return letters;
+  }
+
+  it('sends each to the events queue before deleting it, without the relay attributes', async () => {
+    const letters = dlq(12);
+    const order: string[] = [];
+    sqs.on(SendMessageBatchCommand).callsFake((input) => {
+      order.push(`send ${input.Entries.length}`);
+      return { Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })) };
+    });
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => {
+      order.push(`delete ${input.Entries.length}`);
+      return { Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })) };
+    });
+
+    const { code, out } = await run(['redrive', '--env', 'dev', '--json']);
+    expect(code).toBe(EXIT.ok);
+    expect(JSON.parse(out)).toEqual({ matched: 12, moved: 12, left: 0 });
+    expect(order).toEqual(['send 10', 'delete 10', 'send 2', 'delete 2']);
+    const sent = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((c) => c.args[0].input.Entries ?? []);
+    expect(sqs.commandCalls(SendMessageBatchCommand)[0]?.args[0].input.QueueUrl).toBe(EVENTS);
+    expect(sent.map((e) => e.MessageBody)).toEqual(letters.map((l) => l.Body));
+    expect(sent[0]?.MessageAttributes).toEqual({
+      origin: { DataType: 'String', StringValue: 'crm' },
+    });
+    const deleted = sqs
+      .commandCalls(DeleteMessageBatchCommand)
+      .flatMap((c) => c.args[0].input.Entries ?? []);
+    expect(sqs.commandCalls(DeleteMessageBatchCommand)[0]?.args[0].input.QueueUrl).toBe(DLQ);
+    expect(deleted.map((e) => e.ReceiptHandle)).toEqual(letters.map((l) => l.ReceiptHandle));
+  });
+
+  it('on Ctrl-C stops after the batch in hand, says how to finish, and draws progress on a terminal', async () => {
+    dlq(25);
+    let sends = 0;
+    sqs.on(SendMessageBatchCommand).callsFake((input) => {
+      sends++;
+      return { Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })) };
+    });
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const { code, out, err } = await run(
+      ['redrive', '--env', 'dev'],
+      {},
+      {
+        progressBar: true,
+        interrupted: () => sends >= 1,
+      },
+    );
+    expect(sends).toBe(1);
+    expect(out).toContain('Moved 10 of 10 matching dead letters to the events queue; 0 left.');
+    expect(out).toContain('Interrupted: run the same command again to finish.');
+    expect(err).toContain('\r[########............] read 10/25, moved 10 of 10 matching');
+    expect(code).toBe(EXIT.ok);
+    // It read no further than the batch it moved, so it holds nothing back.
+    expect(sqs.commandCalls(ChangeMessageVisibilityBatchCommand)).toHaveLength(0);
+  });
+
+  it('waits for dead letters an interrupted read still hides before it starts', async () => {
+    deployed();
+    let hidden = 3;
+    sqs.on(GetQueueAttributesCommand).callsFake(() => ({
+      Attributes: {
+        ApproximateNumberOfMessages: String(3 - hidden),
+        ApproximateNumberOfMessagesNotVisible: String(hidden),
+        ApproximateNumberOfMessagesDelayed: '0',
+      },
+    }));
+    sqs.on(ReceiveMessageCommand).resolves({ Messages: [] });
+    const sleeps: number[] = [];
+    const { err } = await run(
+      ['redrive', '--env', 'dev', '--json'],
+      {},
+      {
+        sleep: async (ms) => {
+          sleeps.push(ms);
+          hidden = Math.max(0, hidden - 1);
+        },
+      },
+    );
+    expect(err).toContain('3 dead letters are hidden by an earlier read that did not finish');
+    expect(sleeps).toEqual([1000, 1000, 1000]);
+  });
+
+  it('keeps what it could not send, says how many are left and exits 1', async () => {
+    dlq(3);
+    sqs.on(SendMessageBatchCommand).resolves({
+      Successful: [{ Id: '0', MessageId: 'x', MD5OfMessageBody: '' }],
+      Failed: [
+        { Id: '1', SenderFault: false, Code: 'InternalError' },
+        { Id: '2', SenderFault: false, Code: 'InternalError' },
+      ],
+    });
+    sqs.on(DeleteMessageBatchCommand).resolves({ Successful: [{ Id: '0' }] });
+    const { code, out } = await run(['redrive', '--env', 'dev']);
+    expect(code).toBe(EXIT.failed);
+    expect(out).toContain('Moved 1 of 3 matching dead letters to the events queue; 2 left.');
+    const deleted = sqs
+      .commandCalls(DeleteMessageBatchCommand)
+      .flatMap((c) => c.args[0].input.Entries ?? []);
+    expect(deleted.map((e) => e.ReceiptHandle)).toEqual(['r1']);
+  });
+
+  it('--dry-run only counts, and --limit moves at most N', async () => {
+    dlq(5);
+    const dry = await run(['redrive', '--env', 'dev', '--dry-run', '--json']);
+    expect(JSON.parse(dry.out)).toEqual({ matched: 5, moved: 0, left: 5 });
+    expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(0);
+    expect(sqs.commandCalls(DeleteMessageBatchCommand)).toHaveLength(0);
+
+    sqs.reset();
+    cloudFormation.reset();
+    dlq(5);
+    sqs.on(SendMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const limited = await run(['redrive', '--env', 'dev', '--limit', '2', '--json']);
+    expect(limited.code).toBe(EXIT.ok);
+    expect(JSON.parse(limited.out)).toEqual({ matched: 5, moved: 2, left: 3 });
+  });
+});
+
+describe('senders --env', () => {
+  const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+  const GENERATED = 'abcdefghijklmnopqrstuvwxyz012345';
+
+  beforeEach(() => {
+    deployed();
+    let stored = JSON.stringify({ generatedSecret: GENERATED, webhookSecrets: [SECRET] });
+    secrets
+      .on(GetSecretValueCommand, { SecretId: OUTPUTS.WebhookSecretName })
+      .callsFake(() => ({ SecretString: stored }));
+    secrets.on(PutSecretValueCommand).callsFake((input) => {
+      stored = input.SecretString;
+      return {};
+    });
+  });
+
+  it('lists ids, kinds and creation times only', async () => {
+    const { code, out } = await run(['senders', 'list', '--env', 'dev', '--json']);
+    expect(code).toBe(EXIT.ok);
+    expect(JSON.parse(out)).toEqual({
+      senders: [
+        { id: 'generated', kind: 'webhook_secret', createdAt: null },
+        { id: 'webhook-secret-1', kind: 'webhook_secret', createdAt: null },
+      ],
+    });
+    expect(out).not.toContain(GENERATED);
+    expect(out).not.toContain(SECRET);
+  });
+
+  it('adds a secret and a key, printing each once, then removes the old ones but not the last', async () => {
+    const added = await run(['senders', 'add-secret', '--env', 'dev']);
+    expect(added.code).toBe(EXIT.ok);
+    const secret = added.out.match(/whsec_\S+/)?.[0] ?? '';
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(added.out).toContain('It is shown only now');
+    const list = await run(['senders', 'list', '--env', 'dev']);
+    expect(list.out).not.toContain(secret);
+    expect(list.out).toContain(`created ${new Date(NOW).toISOString()}`);
+
+    const key = JSON.parse((await run(['senders', 'add-key', '--env', 'dev', '--json'])).out);
+    expect(key.added).toMatchObject({ kind: 'api_key', createdAt: new Date(NOW).toISOString() });
+    expect(key.added.secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+
+    expect((await run(['senders', 'remove', 'generated', '--env', 'dev'])).code).toBe(EXIT.ok);
+    expect((await run(['senders', 'remove', 'webhook-secret-1', '--env', 'dev'])).code).toBe(
+      EXIT.ok,
+    );
+    const stored = JSON.parse(
+      String(secrets.commandCalls(PutSecretValueCommand).at(-1)?.args[0].input.SecretString),
+    );
+    expect(stored.generatedSecret).toBeUndefined();
+    expect(stored.senders.map((s: { secret: string }) => s.secret)).toEqual([
+      secret,
+      key.added.secret,
+    ]);
+
+    const unknown = await run(['senders', 'remove', 'nope', '--env', 'dev']);
+    expect(unknown.code).toBe(EXIT.usage);
+    expect(unknown.err).toContain('No sender "nope"');
+    await run(['senders', 'remove', key.added.id, '--env', 'dev']);
+    const ids = JSON.parse((await run(['senders', 'list', '--env', 'dev', '--json'])).out).senders;
+    const last = await run(['senders', 'remove', ids[0].id, '--env', 'dev']);
+    expect(last.code).toBe(EXIT.usage);
+    expect(last.err).toContain('last sender credential');
+  });
+
+  it('names the secret when it cannot be read, without quoting it', async () => {
+    secrets.reset();
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: `{"webhookSecrets":"${SECRET}"}` });
+    const { code, err } = await run(['senders', 'list', '--env', 'dev']);
+    expect(code).toBe(EXIT.setup);
+    expect(err).toContain('MauticRelay/dev/webhook');
+    expect(err).not.toContain(SECRET);
+  });
+});

@@ -1,0 +1,61 @@
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_ENTITIES } from '../../functions/shared/config.ts';
+import {
+  LOCAL_DEDUP_TABLE,
+  startDedupStore,
+  startLocalDynamoDb,
+} from '../../infra/local/dynamodb-local.ts';
+import { loadLocalConfig } from '../../infra/local/local-stack.ts';
+
+describe('the local de-duplication store', () => {
+  it('serves the real SDK on 127.0.0.1 and refuses connections once closed', async () => {
+    const db = await startLocalDynamoDb();
+    expect(db.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await db.createDedupTable('dedup-local');
+    const table = await db.client.send(new DescribeTableCommand({ TableName: 'dedup-local' }));
+    expect(table.Table?.TableStatus).toBe('ACTIVE');
+    expect(table.Table?.KeySchema).toEqual([{ AttributeName: 'id', KeyType: 'HASH' }]);
+    const { endpoint } = db;
+    await db.close();
+
+    await expect(fetch(endpoint)).rejects.toThrow();
+  });
+
+  it('starts with its table when the window is set, and nothing when it is 0', async () => {
+    const on = await startDedupStore(60);
+    const off = await startDedupStore(0);
+    try {
+      expect(on.description).toMatch(
+        /^dynalite at http:\/\/127\.0\.0\.1:\d+, request ids kept 60 s$/,
+      );
+      expect(on.tableName).toBe(LOCAL_DEDUP_TABLE);
+      const table = await on.client?.send(
+        new DescribeTableCommand({ TableName: LOCAL_DEDUP_TABLE }),
+      );
+      expect(table?.Table?.TableStatus).toBe('ACTIVE');
+      expect(off).toMatchObject({
+        client: undefined,
+        tableName: undefined,
+        description: 'off (DEDUP_WINDOW_SECONDS=0)',
+      });
+    } finally {
+      await on.close();
+      await off.close();
+    }
+  });
+
+  it('reads DEDUP_WINDOW_SECONDS and ENTITIES for npm start, with the contract defaults', () => {
+    expect(loadLocalConfig({})).toMatchObject({
+      DEDUP_WINDOW_SECONDS: 86_400,
+      ENTITIES: [...DEFAULT_ENTITIES],
+    });
+    expect(loadLocalConfig({ DEDUP_WINDOW_SECONDS: '0', ENTITIES: 'contacts' })).toMatchObject({
+      DEDUP_WINDOW_SECONDS: 0,
+      ENTITIES: ['contacts'],
+    });
+    expect(() => loadLocalConfig({ DEDUP_WINDOW_SECONDS: '-1', ENTITIES: 'a/b' })).toThrow(
+      /ENTITIES|DEDUP_WINDOW_SECONDS/,
+    );
+  });
+});

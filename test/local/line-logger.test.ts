@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { LineLogger } from '../../infra/local/line-logger.ts';
+
+function logger() {
+  const lines: string[] = [];
+  return { lines, log: new LineLogger({ print: (line) => lines.push(line), debug: false }) };
+}
+
+const call = (fields: Record<string, unknown>) => ({
+  event: 'mautic_call',
+  entity: 'contacts',
+  action: 'edit',
+  durationMs: 12,
+  ...fields,
+});
+
+describe('LineLogger', () => {
+  it('says delivered only when every item was, with record ids in runs', () => {
+    const { lines, log } = logger();
+    log.info('Mautic call', call({ items: 5, statuses: { 200: 5 }, ids: [3, 1, 2, 7, 9] }));
+    log.info('Mautic call', call({ items: 1, statuses: { 201: 1 }, ids: [4] }));
+    expect(lines).toEqual([
+      'delivered contacts edit: 5 items, 200×5, ids 1-3 7 9, 12 ms',
+      'delivered contacts edit: 1 item, 201×1, ids 4, 12 ms',
+    ]);
+  });
+
+  it('shows a per-item 404 on an edit as refused, with the ids that were delivered', () => {
+    const { lines, log } = logger();
+    log.info('Mautic call', call({ items: 3, statuses: { 200: 2, 404: 1 }, ids: [5, 6] }));
+    log.info('Mautic call', call({ items: 2, statuses: { 404: 2 }, ids: [] }));
+    expect(lines).toEqual([
+      'refused 1 of contacts edit: 3 items, 200×2 404×1, delivered ids 5-6, 12 ms',
+      'refused 2 of contacts edit: 2 items, 404×2, 12 ms',
+    ]);
+  });
+
+  it('shortens a long id list', () => {
+    const { lines, log } = logger();
+    const ids = Array.from({ length: 30 }, (_, i) => i * 2);
+    log.info('Mautic call', call({ items: 30, statuses: { 200: 30 }, ids }));
+    expect(lines[0]).toMatch(/ids 0 2 4 .* 38 …, 12 ms$/);
+  });
+
+  it('prints one line per refused request with status, error code and request id; none for a 2xx', () => {
+    const { lines, log } = logger();
+    log.refusedRequest({ statusCode: 202, body: '{"accepted":1}' }, 'r1');
+    log.refusedRequest(
+      { statusCode: 422, body: JSON.stringify({ error: { code: 'invalid_event', message: 'x' } }) },
+      'r2',
+    );
+    log.refusedRequest({ statusCode: 500, body: 'not json' }, 'r3');
+    expect(lines).toEqual(['refused request r2: 422 invalid_event', 'refused request r3: 500 ?']);
+  });
+});
