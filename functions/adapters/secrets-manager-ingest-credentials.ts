@@ -1,6 +1,5 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { IngestCredentials } from '../core/ingest.ts';
-import type { Clock } from '../core/ports.ts';
+import type { Clock, IngestCredentials } from '../core/ports.ts';
 import { credentialLists, readSenderCredentials } from '../core/sender-credentials.ts';
 import { parseCredentials } from '../core/webhook-auth.ts';
 

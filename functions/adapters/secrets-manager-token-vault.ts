@@ -81,7 +81,7 @@ export class SecretsManagerTokenVault implements TokenVault {
   /**
    * Puts the tokens as a new version labelled AWSPENDING, then moves AWSCURRENT to it from
    * `basedOn`: Secrets Manager moves the label only if `basedOn` still holds it, which makes the
-   * write a compare-and-swap (reliability.md §4.3). AWSPREVIOUS follows automatically.
+   * write a compare-and-swap (docs/architecture.md, reliability ideas). AWSPREVIOUS follows automatically.
    */
   async writeToken(
     token: TokenSecret,

@@ -9,7 +9,7 @@ import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 /** SQS allows 10 message attributes; these are the relay's own on a dead letter. */
-const RELAY_ATTRIBUTES = 6;
+const RELAY_ATTRIBUTES = 7;
 const MAX_ATTRIBUTES = 10;
 const MAX_DETAIL_CHARS = 1024;
 const ATTRIBUTE_ALLOWANCE_BYTES = 4 * 1024;
@@ -127,6 +127,7 @@ function deadLetterAttributes(letter: DeadLetter): Record<string, MessageAttribu
   attributes['relay.detail'] = text(letter.detail.slice(0, MAX_DETAIL_CHARS));
   if (letter.status !== undefined)
     attributes['relay.status'] = { DataType: 'Number', StringValue: String(letter.status) };
+  if (letter.eventId !== undefined) attributes['relay.eventId'] = text(letter.eventId);
   if (letter.entity !== undefined) attributes['relay.entity'] = text(letter.entity);
   if (letter.action !== undefined) attributes['relay.action'] = text(letter.action);
   const firstReceived = Number(letter.message.attributes.ApproximateFirstReceiveTimestamp);

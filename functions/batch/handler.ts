@@ -2,7 +2,7 @@ import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda'
 import { planBatches } from '../core/batch-plan.ts';
 import { type DeliveryDeps, type DeliveryOptions, deliverChunks } from '../core/delivery.ts';
 import { type RetryPolicy, readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
-import type { DeliveryQueues } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues } from '../core/ports.ts';
 
 /** Everything the batch handler talks to; `compose.ts` builds the real ones. */
 export interface BatchHandlerDeps extends DeliveryDeps {
@@ -33,6 +33,10 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
   return async (event, context) => {
     const { deadline, options, signal } = timing(context.getRemainingTimeInMillis(), deps);
     const read = readMessages(event.Records, deps.retry.maxReceiveCount);
+    // Letters that need no delivery go first: should this invocation die during delivery, a
+    // message on its last allowed receive is already dead-lettered with its reason, not moved
+    // by the queue without one.
+    const early = await deadLetter(read.unreadable, deps);
     const outcomes = await deliverChunks(
       planBatches(read.incoming, options.batchSize),
       deadline,
@@ -40,16 +44,17 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
       options,
       signal,
     );
-    const settled = settleBatch(event.Records, read, outcomes, {
+    const settled = settleBatch(event.Records, { ...read, unreadable: [] }, outcomes, {
       now: deps.clock.now(),
       maxDelaySeconds: options.maxDelaySeconds,
       policy: deps.retry,
       random: deps.random,
     });
-    const notDeadLettered = await deadLetter(settled, deps);
+    const notDeadLettered = [...early, ...(await deadLetter(settled.deadLetters, deps))];
     await delay(settled, deps);
     const failures = [...settled.retry.map((record) => record.messageId), ...notDeadLettered];
-    report(settled, notDeadLettered.length, failures.length, deps);
+    const letters = read.unreadable.length + settled.deadLetters.length;
+    report(settled, letters - notDeadLettered.length, failures.length, deps);
     return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })) };
   };
 }
@@ -71,10 +76,11 @@ function timing(remainingMs: number, deps: BatchHandlerDeps) {
 
 /** Sends the dead letters; answers the message ids that could not be sent (they stay queued). */
 async function deadLetter(
-  settled: Settlement<SQSRecord>,
+  letters: ReadonlyArray<DeadLetter & { message: SQSRecord }>,
   { queues, logger }: BatchHandlerDeps,
 ): Promise<string[]> {
-  const notSent = await queues.deadLetter(settled.deadLetters);
+  if (letters.length === 0) return [];
+  const notSent = await queues.deadLetter(letters);
   if (notSent.length > 0) {
     logger.error('Could not reach the dead-letter queue; those events stay on the events queue', {
       event: 'dead_letter_failed',
@@ -82,7 +88,7 @@ async function deadLetter(
     });
   }
   const failed = new Set(notSent);
-  for (const letter of settled.deadLetters) {
+  for (const letter of letters) {
     if (failed.has(letter.message.messageId)) continue;
     logger.warn('Event dead-lettered', {
       event: 'dead_lettered',
@@ -118,7 +124,7 @@ async function delay(settled: Settlement<SQSRecord>, { queues, logger }: BatchHa
 
 function report(
   settled: Settlement<SQSRecord>,
-  notDeadLettered: number,
+  deadLettered: number,
   failures: number,
   { logger, metrics }: BatchHandlerDeps,
 ) {
@@ -130,6 +136,6 @@ function report(
     });
   }
   metrics.addMetric('EventsDelivered', 'Count', settled.delivered);
-  metrics.addMetric('EventsRejected', 'Count', settled.deadLetters.length - notDeadLettered);
+  metrics.addMetric('EventsRejected', 'Count', deadLettered);
   metrics.addMetric('EventsRetried', 'Count', failures);
 }

@@ -5,15 +5,16 @@ import {
   type RelayEvent,
   relayEventSchema,
 } from './events.ts';
-import type { Clock, EventQueue, Logger, OutgoingMessage, RequestLedger } from './ports.ts';
+import type {
+  Clock,
+  EventQueue,
+  IngestCredentials,
+  Logger,
+  OutgoingMessage,
+  RequestLedger,
+} from './ports.ts';
 import { type AuthenticatedSender, requestIdentity } from './request-identity.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
-
-/** The keys a request may be authenticated with: HMAC keys and API key digests. */
-export interface IngestCredentials {
-  webhookKeys: ReadonlyArray<Buffer>;
-  apiKeyDigests: ReadonlyArray<Buffer>;
-}
 
 /** The queue did not accept every message: the request may be retried whole. */
 export class QueueUnavailableError extends Error {

@@ -21,7 +21,7 @@ export interface RecordPage {
   records: Array<Record<string, unknown> & { id: number }>;
 }
 
-/** Entities whose response key is not their path name (reference §7). */
+/** Entities whose response key is not their path name (docs/mautic.md §7). */
 const RESPONSE_KEYS: Readonly<Record<string, string>> = {
   segments: 'lists',
   dynamiccontents: 'dynamicContents',
@@ -64,7 +64,7 @@ export class MauticApiClient implements MauticBatchApi {
     call: CallOptions,
   ): Promise<ItemResult[]> {
     const path = `/api/${checkEntity(entity)}/batch/edit`;
-    // Mautic mis-attributes items when some carry an id and some do not (reference §4.2).
+    // Mautic mis-attributes items when some carry an id and some do not (docs/mautic.md §4.2).
     for (const item of items) checkId(item.id, 'items[].id');
     if (items.length === 0) return [];
     const answer = await this.#call('PATCH', path, call, { body: JSON.stringify(items) });
@@ -216,7 +216,7 @@ function rejected(status: number, error: unknown): ItemResult {
 
 /**
  * Mautic serialises its per-index maps as a JSON array only when the keys are exactly
- * 0..n-1, otherwise as an object keyed by index (reference §4.3). Both become a Map.
+ * 0..n-1, otherwise as an object keyed by index (docs/mautic.md §4.3). Both become a Map.
  */
 function byIndex(
   value: unknown,

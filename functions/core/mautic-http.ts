@@ -272,7 +272,11 @@ export function apiErrorFor(
     return new MauticBatchLimitError({ method, path, limit: Number(limit) });
   }
   if (status >= 500 || status === 408) {
-    return new MauticTransientError({ method, path, kind: 'server', status });
+    // A proxy's gateway timeout (nginx 504, Cloudflare 524) answers while PHP goes on with the
+    // request, so Mautic may have applied it; Mautic's own 5xx and the other proxy errors come
+    // before or instead of the work (docs/mautic.md §6.4).
+    const possiblyApplied = status === 504 || status === 524;
+    return new MauticTransientError({ method, path, kind: 'server', status, possiblyApplied });
   }
   if (status >= 300 && status < 400) {
     return new MauticPermanentError({

@@ -31,7 +31,7 @@ const KNOWN_REASONS: ReadonlySet<string> = new Set([
 /**
  * A client of Mautic's OAuth2 server. Grants are sent form-encoded with the client id and
  * secret in the body: Mautic answers HTTP Basic credentials with 403 unless basic auth is
- * enabled (reference §1.1).
+ * enabled (docs/mautic.md §1.1).
  *
  * @example
  * const oauth = new MauticOAuthClient({ baseUrl, clientId, clientSecret, fetch, clock: Date });

@@ -112,6 +112,12 @@ export function receivesForHorizon(
   return receives + 1;
 }
 
+/**
+ * SQS refuses a visibility timeout that ends more than 12 hours after the message was received;
+ * the invocation itself may have taken up to 15 minutes of that.
+ */
+const MAX_VISIBILITY_DELAY_SECONDS = 12 * 3600 - 15 * 60;
+
 /** What to do with each message of a batch once delivery has run. */
 export interface Settlement<M extends QueuedMessage> {
   delivered: number;
@@ -181,6 +187,7 @@ export function settleBatch<M extends QueuedMessage>(
         const reset = Math.ceil((outcome.notBefore - now) / 1000);
         seconds = Math.max(seconds, Math.min(options.maxDelaySeconds, reset));
       }
+      seconds = Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS);
       bySeconds.set(seconds, [...(bySeconds.get(seconds) ?? []), message]);
     }
   }

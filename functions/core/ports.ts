@@ -152,6 +152,14 @@ export interface TokenVault {
   ): Promise<'written' | 'superseded'>;
 }
 
+// --- ingest ---------------------------------------------------------------------------------
+
+/** The keys a request may be authenticated with: HMAC keys and API key digests. */
+export interface IngestCredentials {
+  webhookKeys: ReadonlyArray<Buffer>;
+  apiKeyDigests: ReadonlyArray<Buffer>;
+}
+
 // --- queues ---------------------------------------------------------------------------------
 
 /** One queue message: a queued event, serialised. */

@@ -136,7 +136,7 @@ and the re-run sends it again (delivery is at least once). Exits 1 when some mat
 letters could not be moved.
 ${TARGET_HELP}
 ${FILTER_HELP}
-  --limit N    move at most N (default: all that match)
+  --limit N    move at most N (default 100, as for dead-letters; "left" counts the rest)
   --rate N     at most N events a second (default 50)
   --dry-run    only count what would be moved`,
     options: {
@@ -146,7 +146,7 @@ ${FILTER_HELP}
     },
     positionals: 0,
     run: async (values, _, io) => {
-      const filters = checkFilters(values, io, Number.POSITIVE_INFINITY);
+      const filters = checkFilters(values, io, 100);
       const rate = Number(values.rate);
       if (!/^\d+(\.\d+)?$/.test(String(values.rate)) || rate <= 0 || rate > 3000)
         throw new UsageError(

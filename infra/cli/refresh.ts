@@ -52,7 +52,7 @@ export async function refreshEnvironment(
   );
   if (answer.FunctionError) {
     throw new Error(
-      `The refresher failed (${answer.FunctionError}): see the log group /aws/lambda/${functionName}`,
+      `The refresher failed (${answer.FunctionError}): see the log of ${functionName} (its log group is a resource of the stack)`,
     );
   }
   return parseOutcome(new TextDecoder().decode(answer.Payload ?? new Uint8Array()));

@@ -91,7 +91,7 @@ describe('SqsDeliveryQueues.deadLetter', () => {
 
   it("keeps at most 10 attributes, the relay's own always among them", async () => {
     sqs.on(SendMessageBatchCommand).callsFake(answering());
-    const many = letter(0);
+    const many = { ...letter(0), eventId: 'evt-0' };
     many.message = message(
       0,
       Object.fromEntries(
@@ -107,6 +107,7 @@ describe('SqsDeliveryQueues.deadLetter', () => {
     expect(Object.keys(attributes)).toHaveLength(10);
     expect(attributes).toHaveProperty('relay.reason');
     expect(attributes).toHaveProperty('relay.firstReceivedAt');
+    expect(attributes['relay.eventId']).toEqual({ DataType: 'String', StringValue: 'evt-0' });
   });
 
   it('retries failed entries once and reports those that failed twice', async () => {

@@ -508,6 +508,44 @@ function sqsRecords(count: number) {
 }
 
 describe('batch handler, called directly', () => {
+  it('dead-letters a message on its last allowed receive before any Mautic call, so a crash cannot lose its reason', async () => {
+    const sim = await startMauticSimulator();
+    try {
+      const steps: string[] = [];
+      const records = sqsRecords(2);
+      records[0] = {
+        ...records[0],
+        attributes: { ...records[0]?.attributes, ApproximateReceiveCount: '5' },
+      } as (typeof records)[number];
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 5 },
+        api: {
+          create: async () => {
+            steps.push('mautic');
+            // The invocation dies here (a crash, a timeout): nothing after this runs.
+            throw new Error('the process died');
+          },
+          edit: async () => [],
+          delete: async () => [],
+        },
+        queues: {
+          deadLetter: async (letters) => {
+            steps.push(...letters.map((l) => `dead-letter ${l.message.messageId} ${l.reason}`));
+            return [];
+          },
+          delay: async () => [],
+        },
+      });
+
+      await handler({ Records: records }, lambdaContext('batch', 30_000)).catch(() => undefined);
+
+      expect(steps[0]).toBe('dead-letter m0 too_many_receives');
+      expect(steps).toContain('mautic');
+    } finally {
+      await sim.close();
+    }
+  });
+
   it('caps the rate-limit delay at maxDelaySeconds', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 7200 } });
     try {

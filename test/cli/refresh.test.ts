@@ -146,7 +146,7 @@ describe('refresh --env', () => {
     expect(lines[0]).toContain('run "npx mautic-relay authorize"');
     expect(json).toEqual(['{"refreshed":false,"accessTokenSecondsLeft":null}']);
     await expect(refreshEnvironment('dev', clients())).rejects.toThrow(
-      'The refresher failed (Unhandled): see the log group /aws/lambda/f',
+      'The refresher failed (Unhandled): see the log of f (its log group is a resource of the stack)',
     );
   });
 });

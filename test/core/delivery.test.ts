@@ -640,7 +640,7 @@ describe('deliverChunks: order, merges and answers that cannot tell (issue 11)',
     expect(sim.records('companies')).toHaveLength(1);
   });
 
-  for (const how of ['garble', 'drop'] as const) {
+  for (const how of ['garble', 'drop', 'gateway_timeout'] as const) {
     it(`refuses a company create whose answer Mautic spoilt after applying it (${how}) as ambiguous_result, sent once`, async () => {
       sim.failAfterApply({ path: '/api/companies/batch/new' }, how);
 

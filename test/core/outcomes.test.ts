@@ -170,6 +170,19 @@ describe('settleBatch', () => {
     ]);
   });
 
+  it('never asks SQS for a visibility beyond its 12 hours from the receive', () => {
+    const settled = settle(
+      [message(0, undefined, 30)],
+      [['m0', { kind: 'retry', reason: 'rate_limited', notBefore: NOW + 86_400_000 }]],
+      {
+        maxDelaySeconds: 43_200,
+        policy: { ...POLICY, maxDelaySeconds: 43_200, horizonSeconds: 13 * 86_400 },
+      },
+    );
+
+    expect(settled.delays.map((d) => d.seconds)).toEqual([12 * 3600 - 15 * 60]);
+  });
+
   it('dead-letters a message past its retry horizon with retry_horizon_exceeded and the last failure', () => {
     const old = message(0, undefined, 40, NOW - 86_400_000);
     const young = message(1, undefined, 40, NOW - 86_399_000);

@@ -1,7 +1,6 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { vi } from 'vitest';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
@@ -81,16 +80,56 @@ export async function authorizedTokens(
   };
 }
 
-/** Captures everything Powertools writes (stdout and stderr) for the rest of the test. */
+let sink: string[] = [];
+
+/**
+ * Where the refreshers built by `refresher()` write from now on: one JSON line per log line
+ * (`level`, `message` and the fields) and per metric (an EMF-shaped `{"_aws", name: value}`).
+ * The handler logs through the Logger and Metrics ports, so nothing is read off stdout.
+ */
 export function captureOutput(): string[] {
-  const lines: string[] = [];
-  for (const stream of [process.stdout, process.stderr]) {
-    vi.spyOn(stream, 'write').mockImplementation((chunk: string | Uint8Array) => {
-      lines.push(String(chunk));
-      return true;
-    });
+  sink = [];
+  return sink;
+}
+
+type Extra = Record<string, unknown>;
+const merged = (extra: unknown[]): Extra =>
+  Object.assign({}, ...extra.filter((e): e is Extra => typeof e === 'object' && e !== null));
+
+/** Powertools' Logger for the middlewares, writing its lines to the sink instead of stdout. */
+class RecordingLogger extends Logger {
+  constructor() {
+    super({ serviceName: 'refresh-test', logLevel: 'SILENT' });
   }
-  return lines;
+  #write(level: string, input: unknown, extra: unknown[]) {
+    sink.push(JSON.stringify({ level, message: String(input), ...merged(extra) }));
+  }
+  override debug(input: unknown, ...extra: unknown[]): void {
+    this.#write('DEBUG', input, extra);
+  }
+  override info(input: unknown, ...extra: unknown[]): void {
+    this.#write('INFO', input, extra);
+  }
+  override warn(input: unknown, ...extra: unknown[]): void {
+    this.#write('WARN', input, extra);
+  }
+  override error(input: unknown, ...extra: unknown[]): void {
+    this.#write('ERROR', input, extra);
+  }
+}
+
+/** Powertools' Metrics for the middleware, recording each metric in the sink. */
+class RecordingMetrics extends Metrics {
+  constructor() {
+    super({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' });
+  }
+  override addMetric(name: string, _unit: Parameters<Metrics['addMetric']>[1], value: number) {
+    sink.push(JSON.stringify({ _aws: {}, [name]: value }));
+    return this;
+  }
+  override publishStoredMetrics() {
+    return this;
+  }
 }
 
 /** The real refresher handler over the fake and the simulator. */
@@ -112,8 +151,8 @@ export function refresher(
     },
     {
       secrets: client,
-      logger: new Logger({ serviceName: 'refresh-test' }),
-      metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
+      logger: new RecordingLogger(),
+      metrics: new RecordingMetrics(),
       clock: { now },
     },
   );

@@ -1,6 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
+import { runCli } from '../../infra/cli/cli.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -13,14 +17,16 @@ import { freePort } from './net.ts';
 
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 const KEY = parseWebhookSecret(SECRET);
-let running: { child: ChildProcess; sim: MauticSimulator } | undefined;
+let running: { child: ChildProcess; sim: MauticSimulator; dir: string } | undefined;
+let cleanupDir = '';
 let messageCount = 0;
 
 /** Stops the relay and the simulator a test started; call it in `afterEach`. */
 export async function stopRunning(): Promise<void> {
   if (running) {
-    const { child, sim } = running;
+    const { child, sim, dir } = running;
     running = undefined;
+    cleanupDir = dir;
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       try {
@@ -31,6 +37,7 @@ export async function stopRunning(): Promise<void> {
       }
     }
     await sim.close();
+    rmSync(cleanupDir, { recursive: true, force: true });
   }
 }
 
@@ -41,6 +48,9 @@ export async function startRelay(
 ) {
   const sim = await startMauticSimulator(simOptions);
   const port = await freePort();
+  // Its own directory for the endpoints file, so relays of tests running side by side and the
+  // operator commands each find theirs.
+  const dir = mkdtempSync(join(tmpdir(), 'relay-e2e-'));
   const child = spawn('npm', ['start'], {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -52,10 +62,11 @@ export async function startRelay(
       MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
       WEBHOOK_SECRET: SECRET,
       BATCH_WINDOW_SECONDS: '1',
+      MAUTIC_RELAY_DIR: dir,
       ...env,
     },
   });
-  running = { child, sim };
+  running = { child, sim, dir };
   const output: string[] = [];
   child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
   child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
@@ -65,7 +76,7 @@ export async function startRelay(
     30_000,
     () => `not ready: ${output.join('\n')}`,
   );
-  return { sim, child, output, url };
+  return { sim, child, output, url, dir };
 }
 
 /** Posts `body` signed under the given `webhook-id` now; the answer's text as sent. */
@@ -150,4 +161,45 @@ export function deadLettered(output: readonly string[]): Map<string, string> {
     if (match?.[1] && match[2]) letters.set(match[1], match[2]);
   }
   return letters;
+}
+
+/**
+ * The dead letters of the relay running from `dir`, read from its dead-letter queue with the
+ * operator command (`dead-letters --local --json`): event id → reason, and how many letters each
+ * event has.
+ */
+export async function deadLettersIn(dir: string) {
+  let out = '';
+  let err = '';
+  const code = await runCli(['dead-letters', '--local', '--json', '--limit', '100000'], {
+    stdout: (line) => {
+      out += line;
+    },
+    stderr: (text) => {
+      err += text;
+    },
+    env: { MAUTIC_RELAY_DIR: dir, MAUTIC_RELAY_HIDE_SECONDS: '2' },
+    progressBar: false,
+    now: Date.now,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    interrupted: () => false,
+    readStdin: async () => new Uint8Array(),
+    readSecret: async () => '',
+  });
+  if (code !== 0) throw new Error(`dead-letters exited ${code}: ${err}`);
+  const { items } = JSON.parse(out) as { items: Array<{ eventId: string; reason: string }> };
+  const reasons = new Map<string, string>();
+  const letters = new Map<string, number>();
+  for (const item of items) {
+    reasons.set(item.eventId, item.reason);
+    letters.set(item.eventId, (letters.get(item.eventId) ?? 0) + 1);
+  }
+  return { reasons, letters };
+}
+
+/** Records a create call applied: the items of every 2xx `batch/new` of `entity`. */
+export function itemsCreated(sim: MauticSimulator, entity: string): number {
+  return sim.requests
+    .filter((r) => r.path === `/api/${entity}/batch/new` && r.status >= 200 && r.status < 300)
+    .reduce((sum, r) => sum + (r.items ?? 0), 0);
 }

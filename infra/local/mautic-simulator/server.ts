@@ -57,7 +57,7 @@ interface SimulatorFaults {
 }
 
 /** How `failAfterApply` spoils the answer to a request it let through. */
-type AfterApplyFault = 'drop' | 'garble';
+type AfterApplyFault = 'drop' | 'garble' | 'gateway_timeout';
 
 /** A scripted answer for `inject`. */
 interface InjectedResponse {
@@ -130,7 +130,8 @@ export interface MauticSimulator {
    * Handles the next `times` (default 1) requests matching `match` as usual, so Mautic applies
    * them, then fails to tell: 'drop' destroys the connection instead of answering; 'garble'
    * answers as PHP does when a notice is printed before the response (status 200, text/html,
-   * the notice then the JSON). For "was it applied?" tests (issue 11).
+   * the notice then the JSON); 'gateway_timeout' answers as a proxy in front of a slow Mautic
+   * does (504 page) while Mautic went on. For "was it applied?" tests (issue 11).
    */
   failAfterApply(
     match: { method?: string; path: string | RegExp },
@@ -259,8 +260,12 @@ function redactQuery(query: string): string {
 }
 
 /** What a proxy in front of Mautic answers when PHP is gone. */
-function proxyErrorPage(status: 502 | 503): Reply {
-  const title = status === 502 ? '502 Bad Gateway' : '503 Service Temporarily Unavailable';
+function proxyErrorPage(status: 502 | 503 | 504): Reply {
+  const title = {
+    502: '502 Bad Gateway',
+    503: '503 Service Temporarily Unavailable',
+    504: '504 Gateway Time-out',
+  }[status];
   return {
     status,
     headers: { 'content-type': HTML },
@@ -468,6 +473,7 @@ export async function startMauticSimulator(
         body: Buffer.concat([Buffer.from(notice), Buffer.from(reply.body)]),
       });
     }
+    if (spoilt === 'gateway_timeout') return send(res, entry, proxyErrorPage(504));
     // ----- end of failAfterApply -----
     send(res, entry, reply);
   };
