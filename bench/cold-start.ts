@@ -1,37 +1,43 @@
 /**
- * What a cold start costs before the first request: each Lambda handler bundled exactly as the
- * CDK stack bundles it (infra/aws/relay-function.ts: esbuild, ESM, node24, mainFields
- * module/main, minified, source maps, the AWS SDK bundled, the createRequire banner), then
- * imported in fresh Node processes, against an empty handler bundled the same way. Prints each
- * bundle's size (index.mjs, and its gzip size as an approximation of the zip), its
- * module-initialisation time (performance.now() around `await import(bundle)` in the child)
- * median and p90, the ratio of that median to the empty handler's in the same run, and the
- * median of the whole process, spawn to exit.
+ * What a cold start costs before the first request: each Lambda handler bundled with the options
+ * the CDK stack bundles it with (RELAY_BUNDLING, exported by infra/aws/relay-function.ts and
+ * translated here to esbuild's options), then started in fresh Node processes, against an empty
+ * handler bundled the same way. Prints each bundle's size (index.mjs, its gzip size as an
+ * approximation of the zip, and the map), its INIT time median and p90, the ratio of that median
+ * to the empty handler's in the same run, and a last line `SUMMARY {json}` for scripts.
  *
  *   npm run bench:cold-start -- [runs=15]
  *
- * The children run with --enable-source-maps, as the functions do (NODE_OPTIONS), and with a
- * plausible configuration of their own: fake queue URLs and secret ARNs, dummy AWS keys, the
- * ingest's webhook secret in WEBHOOK_SECRET so it never calls Secrets Manager. Nothing is
- * contacted: a first, untimed import of each bundle runs with net, dns, dgram and fetch trapped
- * and fails the bench if anything reaches them. These are local figures, not Lambda's: no
- * runtime interface client, no code download, a warm file cache.
+ * INIT is measured under the real Lambda runtime interface client when it is installed
+ * (`aws-lambda-ric`, which needs a native build: see the README; point AWS_LAMBDA_RIC_DIR at the
+ * folder whose node_modules holds it): from spawning `node` on the client to its first
+ * `GET /runtime/invocation/next` on a Runtime API served here, so Node's start, the client and the
+ * handler's module initialisation all count, as in Lambda's Init duration. Without it, the bench
+ * says so and falls back to a loader: performance.now() around `await import(bundle)` in a fresh
+ * process. Like Lambda, the children run without --enable-source-maps.
+ *
+ * The children get a plausible configuration of their own: fake queue URLs and secret ARNs, dummy
+ * AWS keys, the ingest's webhook secret in WEBHOOK_SECRET so it never calls Secrets Manager.
+ * Nothing is contacted: a first, untimed import of each bundle runs with net, dns, dgram and fetch
+ * trapped and fails the bench if anything reaches them. These are local figures, not Lambda's:
+ * no code download, a warm file cache, and this machine's CPU.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
-import { build, version as esbuildVersion } from 'esbuild';
+import { type BuildOptions, build, version as esbuildVersion } from 'esbuild';
+import { RELAY_BUNDLING } from '../infra/aws/relay-function.ts';
 
 type Name = 'empty' | 'ingest' | 'batch' | 'refresh';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const HANDLERS = ['ingest', 'batch', 'refresh'] as const;
-/** Kept in step with infra/aws/relay-function.ts; `checkStackBundling` fails when they part. */
-const BANNER =
-  "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
 const CHILD_TIMEOUT_MS = 15_000;
 /** The whole run, children included, stops here whatever happens. */
 const RUN_TIMEOUT_MS = 120_000;
@@ -129,8 +135,8 @@ const watchdog = setTimeout(() => {
 }, RUN_TIMEOUT_MS);
 watchdog.unref();
 
+const ric = findRic();
 try {
-  await checkStackBundling();
   workDir = await mkdtemp(path.join(tmpdir(), 'mautic-cold-start-'));
   const bundles = await bundleAll(workDir);
   const empty = bundles[0] as Bundle;
@@ -155,25 +161,39 @@ try {
   clearTimeout(watchdog);
 }
 
-/** Fails when the stack's bundling settings no longer read as the ones this bench uses. */
-async function checkStackBundling(): Promise<void> {
-  const source = await readFile(path.join(ROOT, 'infra', 'aws', 'relay-function.ts'), 'utf8');
-  const expected = [
-    'format: nodejs.OutputFormat.ESM',
-    "target: 'node24'",
-    "mainFields: ['module', 'main']",
-    'sourceMap: true',
-    'minify: true',
-    'externalModules: []',
-    JSON.stringify(BANNER),
-  ];
-  const missing = expected.filter((text) => !source.includes(text));
-  if (missing.length > 0) {
+/**
+ * RELAY_BUNDLING as the esbuild options NodejsFunction passes for it. A setting this does not
+ * know fails the bench, so the two cannot silently part.
+ */
+function esbuildOptions(): BuildOptions {
+  const { format, target, mainFields, sourceMap, sourcesContent, minify, externalModules, banner } =
+    RELAY_BUNDLING;
+  const known = new Set([
+    'format',
+    'target',
+    'mainFields',
+    'sourceMap',
+    'sourcesContent',
+    'minify',
+    'externalModules',
+    'banner',
+  ]);
+  const unknown = Object.keys(RELAY_BUNDLING).filter((key) => !known.has(key));
+  if (unknown.length > 0) {
     throw new Error(
-      `infra/aws/relay-function.ts no longer bundles with ${missing.join(', ')}; ` +
-        'bring bench/cold-start.ts in step with it',
+      `RELAY_BUNDLING sets ${unknown.join(', ')}, which bench/cold-start.ts does not translate yet`,
     );
   }
+  return {
+    format: format === 'esm' ? 'esm' : 'cjs',
+    target,
+    mainFields: [...mainFields],
+    sourcemap: sourceMap,
+    sourcesContent,
+    minify,
+    external: [...externalModules],
+    banner: { js: banner },
+  };
 }
 
 /** The empty handler, then the three functions, each bundled as the CDK stack bundles them. */
@@ -192,18 +212,12 @@ async function bundleAll(dir: string): Promise<Bundle[]> {
       const file = path.join(dir, name, 'index.mjs');
       // What `esbuild --bundle` gets from NodejsFunction with the stack's bundling props.
       await build({
+        ...esbuildOptions(),
         absWorkingDir: ROOT,
         entryPoints: [entry],
         outfile: file,
         bundle: true,
         platform: 'node',
-        format: 'esm',
-        target: 'node24',
-        mainFields: ['module', 'main'],
-        minify: true,
-        sourcemap: true,
-        external: [],
-        banner: { js: BANNER },
         logLevel: 'warning',
       });
       const code = await readFile(file);
@@ -246,11 +260,107 @@ async function guardedImport(bundle: Bundle, dir: string): Promise<void> {
 }
 
 async function timedImport(bundle: Bundle, dir: string): Promise<Run> {
+  if (ric !== undefined) return { initMs: await ricInit(bundle, dir, ric), processMs: Number.NaN };
   const { result, processMs } = await runChild(bundle, dir, []);
   if (result.network.length > 0) {
     throw new Error(`importing ${bundle.name} left ${result.network.join(', ')} open`);
   }
   return { initMs: result.initMs, processMs };
+}
+
+/** The runtime interface client's entry point, when the package is installed where we look. */
+function findRic(): string | undefined {
+  const roots = [process.env.AWS_LAMBDA_RIC_DIR, ROOT].filter(
+    (root): root is string => root !== undefined && root !== '',
+  );
+  for (const root of roots) {
+    const entry = path.join(root, 'node_modules', 'aws-lambda-ric', 'index.mjs');
+    if (existsSync(entry)) return entry;
+  }
+  return undefined;
+}
+
+/**
+ * One cold start under the real runtime interface client: the time from spawning it to its
+ * first request for an invocation, which it makes once the handler module is initialised.
+ */
+async function ricInit(bundle: Bundle, dir: string, entry: string): Promise<number> {
+  let started = 0;
+  let resolveNext!: (at: number) => void;
+  const firstNext = new Promise<number>((resolve) => {
+    resolveNext = resolve;
+  });
+  const initErrors: string[] = [];
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.endsWith('/runtime/invocation/next')) {
+      resolveNext(performance.now());
+      return; // held: the bench stops the client before any invocation
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      if (req.url?.includes('/init/error')) initErrors.push(Buffer.concat(chunks).toString());
+      res.writeHead(202).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const child = spawn(process.execPath, [entry], {
+    cwd: path.dirname(bundle.file),
+    env: {
+      ...childEnv(bundle, dir),
+      _HANDLER: 'index.handler',
+      LAMBDA_TASK_ROOT: path.dirname(bundle.file),
+      AWS_LAMBDA_RUNTIME_API: `127.0.0.1:${port}`,
+      AWS_LAMBDA_FUNCTION_NAME: bundle.name,
+      AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '512',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  children.add(child);
+  started = performance.now();
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code, signal) =>
+      reject(
+        new Error(`${bundle.name} under aws-lambda-ric exited (${signal ?? code}): ${stderr}`),
+      ),
+    ),
+  );
+  const timeout = new Promise<never>((_, reject) =>
+    setTimeout(
+      () =>
+        reject(new Error(`${bundle.name}: no invocation request within ${CHILD_TIMEOUT_MS} ms`)),
+      CHILD_TIMEOUT_MS,
+    ).unref(),
+  );
+  try {
+    const at = await Promise.race([firstNext, exited, timeout]);
+    if (initErrors.length > 0) throw new Error(`${bundle.name} failed INIT: ${initErrors[0]}`);
+    return at - started;
+  } finally {
+    exited.catch(() => undefined);
+    child.kill('SIGKILL');
+    children.delete(child);
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+/** Each function's environment of its own; nothing inherited from this process. */
+function childEnv(bundle: Bundle, dir: string): Record<string, string> {
+  return {
+    ...COMMON_ENV,
+    PATH: process.env.PATH ?? '',
+    POWERTOOLS_SERVICE_NAME: bundle.name,
+    // Whatever the machine holds, the SDK reads no profile of it.
+    AWS_CONFIG_FILE: path.join(dir, 'no-aws-config'),
+    AWS_SHARED_CREDENTIALS_FILE: path.join(dir, 'no-aws-credentials'),
+    ...FUNCTION_ENV[bundle.name],
+  };
 }
 
 /** One fresh Node process importing the bundle; its own environment, nothing inherited. */
@@ -259,21 +369,8 @@ function runChild(
   dir: string,
   flags: string[],
 ): Promise<{ result: ChildResult; processMs: number; stderr: string }> {
-  const env = {
-    ...COMMON_ENV,
-    POWERTOOLS_SERVICE_NAME: bundle.name,
-    // Whatever the machine holds, the SDK reads no profile of it.
-    AWS_CONFIG_FILE: path.join(dir, 'no-aws-config'),
-    AWS_SHARED_CREDENTIALS_FILE: path.join(dir, 'no-aws-credentials'),
-    ...FUNCTION_ENV[bundle.name],
-  };
-  const args = [
-    '--enable-source-maps',
-    ...flags,
-    '--input-type=module',
-    '--eval',
-    importScript(bundle),
-  ];
+  const env = childEnv(bundle, dir);
+  const args = [...flags, '--input-type=module', '--eval', importScript(bundle)];
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -331,7 +428,15 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
 
   console.log(
     `cold start: ${runs} fresh processes per bundle (after one untimed, network-trapped import), ` +
-      `node ${process.version}, esbuild ${esbuildVersion}, ${availableParallelism()} CPUs`,
+      `node ${process.version}, esbuild ${esbuildVersion}, ${availableParallelism()} CPUs, ` +
+      `load ${loadavg()
+        .map((value) => value.toFixed(2))
+        .join(' ')}`,
+  );
+  console.log(
+    ric === undefined
+      ? 'INIT under a loader (import() timed in the child): aws-lambda-ric is not installed here'
+      : `INIT under the real runtime interface client (${path.relative(ROOT, ric) || ric}): spawn to its first /next`,
   );
   console.log(
     `${'bundle'.padEnd(9)}${'index.mjs B'.padStart(13)}${'gzip B'.padStart(11)}` +
@@ -349,9 +454,28 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
     );
   }
   console.log(
-    'init: performance.now() around `await import(index.mjs)` in the child; × / +ms empty: init ' +
-      'p50 against the empty handler in this run; process: spawn to exit, node start-up included; ' +
-      'gzip: index.mjs alone (the deployed zip also holds the map)',
+    '× / +ms empty: init p50 against the empty handler in this run; process: spawn to exit ' +
+      '(loader only); gzip: index.mjs alone (the deployed zip also holds the map)',
+  );
+  const worst = Math.max(...bundles.filter((b) => b !== empty).map((b) => figures(b).initP50));
+  const round = (value: number, digits: number) => Number(value.toFixed(digits));
+  console.log(
+    `SUMMARY ${JSON.stringify({
+      figure: 'cold_start_init_ratio',
+      value: round(worst / baseline.initP50, 2),
+      runtime: ric === undefined ? 'loader' : 'aws-lambda-ric',
+      baseline_empty_init_ms_p50: round(baseline.initP50, 1),
+      ...Object.fromEntries(
+        bundles
+          .filter((b) => b !== empty)
+          .flatMap((b) => [
+            [`${b.name}_init_ms_p50`, round(figures(b).initP50, 1)],
+            [`${b.name}_bytes`, b.bytes],
+          ]),
+      ),
+      runs,
+      load_average: loadavg().map((value) => round(value, 2)),
+    })}`,
   );
 }
 

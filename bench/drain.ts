@@ -1,40 +1,44 @@
 /**
  * How fast the relay drains a backlog: events already queued on a fauxqs events queue are
- * delivered by N pollers (the local stand-in for the SQS event source mapping, batches of 200
- * within a 1 s window, as the local stack sets them) each invoking the real batch handler, into
+ * delivered through the local stand-in for the SQS event source mapping (N invocations at once,
+ * its pollers gathering ahead, batches of 200 within a 1 s window, as the local stack sets them)
+ * invoking the real batch handler (built by functions/batch/compose.ts), into
  * the Mautic simulator answering every API call after a fixed latency, as a real Mautic across a
  * network does. Prints the rate, the Mautic calls per event, and the ratio of the rate to the
- * ideal one: every poller keeping one full batch in Mautic all the time (concurrency × batch size
- * ÷ latency), which only Mautic's latency would limit.
+ * ideal one: every invocation slot keeping one full batch in Mautic all the time (concurrency × batch size
+ * ÷ latency), which only Mautic's latency would limit. Then times the handler's own overhead per
+ * 200 events (its time less the time waiting on Mautic, invocations one at a time).
  *
  *   npm run bench:drain -- [events=20000] [concurrency=2] [latencyMs=50]
  *
+ * The last line is `SUMMARY {json}` for scripts.
+ *
  * The events (contacts creates with distinct emails) are queued before the clock starts; it runs
- * from starting the pollers until the simulator holds every contact. The queue emulator, the
- * simulator and the Secrets Manager stand-in run in this process, so the peak RSS and the CPU
- * include theirs (and the queueing before the clock).
+ * from starting the pollers until the simulator holds every contact. The queue emulator runs on
+ * a worker thread of this process, as the local stack runs it; the simulator and the Secrets
+ * Manager stand-in share the handler's event loop, so the peak RSS and the CPU include theirs
+ * (and the queueing before the clock).
  */
 import { randomUUID } from 'node:crypto';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { SecretsManagerTokenStore } from '../functions/adapters/secrets-manager-token-store.ts';
-import { SqsDeliveryQueues } from '../functions/adapters/sqs-delivery-queues.ts';
-import { createBatchHandler } from '../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../functions/core/delivery.ts';
-import { MauticApiClient } from '../functions/core/mautic-api.ts';
+import type { SQSRecord } from 'aws-lambda';
+import { buildBatchHandler } from '../functions/batch/compose.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
-import { WaitingTokenSource } from '../functions/core/token-wait.ts';
+import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
+import { startFauxqsThread } from '../infra/local/fauxqs-thread.ts';
+import { lambdaContext } from '../infra/local/lambda-context.ts';
 import {
   type MauticSimulator,
   startMauticSimulator,
 } from '../infra/local/mautic-simulator/server.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from '../infra/local/sqs-event-source.ts';
-import { queueCounts, startLocalSqs } from '../test/support/local-sqs.ts';
+import { queueCounts, sqsClient } from '../test/support/local-sqs.ts';
 
 /** The local stack's defaults (infra/local/local-stack.ts). */
 const BATCH_SIZE = 200;
@@ -56,10 +60,19 @@ const latencyMs = positiveInteger(process.argv[4], 50, 'latencyMs');
 const idealRate = (concurrency * BATCH_SIZE) / (latencyMs / 1000);
 const drainTimeoutMs = Math.max(MIN_DRAIN_TIMEOUT_MS, (20 * events * 1000) / idealRate);
 
+/** Invocations of 200 events, one at a time, timed for the handler's own overhead. */
+const OVERHEAD_RUNS = 30;
+
 interface DrainResult {
   seconds: number;
   apiCalls: number;
   invocations: number;
+  /** Time spent waiting on Mautic during the drain, summed over the invocations. */
+  mauticMs: number;
+  /** Per invocation of BATCH_SIZE events: handler time less the time waiting on Mautic. */
+  overheadMs: number[];
+  /** This process's CPU time over the drain's wall time: near 1, its one event loop is the bound. */
+  cpuShare: number;
 }
 
 try {
@@ -102,8 +115,11 @@ async function drain(): Promise<DrainResult> {
       new CreateSecretCommand({ Name: tokenSecretId, SecretString: JSON.stringify(token) }),
     );
 
-    const local = await startLocalSqs();
-    stops.push(() => local.stop());
+    // The queue emulator on a thread of its own, as the local stack runs it.
+    const fauxqs = await startFauxqsThread();
+    stops.push(() => fauxqs.stop());
+    const local = { sqs: sqsClient(`http://127.0.0.1:${fauxqs.port}`) };
+    stops.push(async () => local.sqs.destroy());
     const queues = await createQueuePair(local.sqs, {
       name: `bench-drain-${randomUUID().slice(0, 8)}`,
       maxReceiveCount: MAX_RECEIVE_COUNT,
@@ -117,73 +133,78 @@ async function drain(): Promise<DrainResult> {
 
     process.env.POWERTOOLS_METRICS_DISABLED = 'true';
     const refreshRequests: string[] = [];
-    const clock = { now: () => Date.now() };
-    const batch = createBatchHandler({
-      api: new MauticApiClient({ baseUrl: sim.url, fetch }),
-      retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 1000 },
-      tokens: new WaitingTokenSource({
-        reader: new SecretsManagerTokenStore(secrets, tokenSecretId, {
-          cacheMs: TOKEN_CACHE_MS,
-          clock,
-        }),
-        // No refresher runs in the bench: a token wait would be a bug in it.
+    // The handler as the local stack and Lambda build it (functions/batch/compose.ts), with a
+    // fetch that keeps count of the time spent waiting on Mautic, for the overhead figure.
+    const mauticTime = { ms: 0 };
+    const timedFetch: typeof fetch = async (input, init) => {
+      const started = performance.now();
+      try {
+        return await fetch(input, init);
+      } finally {
+        mauticTime.ms += performance.now() - started;
+      }
+    };
+    const batch = buildBatchHandler(
+      loadBatchConfig({
+        [ENV.MAUTIC_BASE_URL]: sim.url,
+        [ENV.TOKEN_SECRET_ID]: tokenSecretId,
+        [ENV.EVENTS_QUEUE_URL]: queues.queueUrl,
+        [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetterQueueUrl,
+        [ENV.REFRESH_FUNCTION_NAME]: 'bench-refresher',
+        [ENV.BATCH_SIZE]: String(BATCH_SIZE),
+        [ENV.TOKEN_CACHE_SECONDS]: String(TOKEN_CACHE_MS / 1000),
+      }),
+      {
+        secrets,
+        sqs: local.sqs,
+        // No refresher runs in the bench: a token refresh would be a bug in it.
         refresher: {
           refreshNow: async ({ reason }) => {
             refreshRequests.push(reason);
             return { kind: 'busy' };
           },
         },
-        clock,
-        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
         logger: new Logger({ logLevel: 'SILENT' }),
-        defaultWaitMs: 1_000,
-      }),
-      queues: new SqsDeliveryQueues(local.sqs, {
-        eventsQueueUrl: queues.queueUrl,
-        deadLetterQueueUrl: queues.deadLetterQueueUrl,
-      }),
-      logger: new Logger({ logLevel: 'SILENT' }),
-      metrics: new Metrics({ namespace: 'MauticBatchRelay/bench', serviceName: 'bench' }),
-      clock,
-      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-      random: Math.random,
-      learnedLimit: { value: undefined },
-      options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: BATCH_SIZE, maxDelaySeconds: 3600 },
-    });
-
+        metrics: new Metrics({ namespace: 'MauticBatchRelay/bench', serviceName: 'bench' }),
+        fetch: timedFetch,
+      },
+    );
     let invocations = 0;
     let failedMessages = 0;
     const pollErrors: string[] = [];
-    const pollers = Array.from(
-      { length: concurrency },
-      () =>
-        new SqsEventSource({
-          sqs: local.sqs,
-          queueUrl: queues.queueUrl,
-          queueArn: queues.queueArn,
-          handler: batch,
-          batchSize: BATCH_SIZE,
-          batchWindowMs: BATCH_WINDOW_MS,
-          functionTimeoutMs: BATCH_TIMEOUT_MS,
-          onInvoke: (report) => {
-            invocations++;
-            failedMessages += report.failed.length;
-          },
-          onError: (error) => void pollErrors.push(String(error)),
-        }),
-    );
-    let pollersStopped: Promise<unknown> | undefined;
-    const stopPollers = () => {
-      pollersStopped ??= Promise.all(pollers.map((poller) => poller.stop()));
-      return pollersStopped;
+    // As the local stack runs it: one mapping whose pollers gather ahead of the invocations.
+    const source = new SqsEventSource({
+      sqs: local.sqs,
+      queueUrl: queues.queueUrl,
+      queueArn: queues.queueArn,
+      handler: batch,
+      batchSize: BATCH_SIZE,
+      batchWindowMs: BATCH_WINDOW_MS,
+      functionTimeoutMs: BATCH_TIMEOUT_MS,
+      maxConcurrency: concurrency,
+      onInvoke: (report) => {
+        invocations++;
+        failedMessages += report.failed.length;
+      },
+      onError: (error) => void pollErrors.push(String(error)),
+    });
+    let sourceStopped: Promise<void> | undefined;
+    const stopSource = () => {
+      sourceStopped ??= source.stop();
+      return sourceStopped;
     };
-    stops.push(async () => void (await stopPollers()));
+    stops.push(() => stopSource());
 
     const started = performance.now();
-    for (const poller of pollers) poller.start();
+    mauticTime.ms = 0;
+    const cpuBefore = process.cpuUsage();
+    source.start();
     await untilDelivered(sim, started);
     const seconds = (performance.now() - started) / 1000;
-    await stopPollers();
+    const cpu = process.cpuUsage(cpuBefore);
+    const cpuShare = (cpu.user + cpu.system) / 1e6 / seconds;
+    await stopSource();
+    const mauticMs = mauticTime.ms;
 
     const problems: string[] = [];
     const contacts = sim.records('contacts');
@@ -209,10 +230,56 @@ async function drain(): Promise<DrainResult> {
     if (problems.length > 0) throw new Error(problems.join('; '));
 
     const apiCalls = sim.requests.filter((entry) => entry.path.startsWith('/api/')).length;
-    return { seconds, apiCalls, invocations };
+
+    // The handler's own work per batch (read, plan, deliver's bookkeeping, settle, middleware):
+    // one invocation at a time, so the time waiting on Mautic can be taken off its whole time.
+    const overheadMs: number[] = [];
+    for (let run = 0; run < OVERHEAD_RUNS; run++) {
+      const records = Array.from({ length: BATCH_SIZE }, (_, index) =>
+        record(`overhead-${run}-${index}`, queues.queueArn),
+      );
+      const waitedBefore = mauticTime.ms;
+      const began = performance.now();
+      const answer = await batch({ Records: records }, lambdaContext('batch', BATCH_TIMEOUT_MS));
+      const took = performance.now() - began;
+      if ((answer?.batchItemFailures ?? []).length > 0) {
+        throw new Error(`overhead run ${run}: ${answer?.batchItemFailures.length} failures`);
+      }
+      overheadMs.push(took - (mauticTime.ms - waitedBefore));
+    }
+    return { seconds, apiCalls, invocations, mauticMs, overheadMs, cpuShare };
   } finally {
     for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
   }
+}
+
+/** An SQS record as the event source hands it over: a contacts create, received once. */
+function record(id: string, queueArn: string): SQSRecord {
+  const now = String(Date.now());
+  return {
+    messageId: id,
+    receiptHandle: `rh-${id}`,
+    body: JSON.stringify({
+      v: 1,
+      eventId: id,
+      receivedAt: new Date().toISOString(),
+      sender: 'bench',
+      entity: 'contacts',
+      action: 'create',
+      data: { email: `${id}@example.com`, firstname: 'Over', lastname: 'Head' },
+    }),
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: now,
+      SenderId: 'bench',
+      ApproximateFirstReceiveTimestamp: now,
+    },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: queueArn,
+    awsRegion: 'us-east-1',
+  };
 }
 
 /** Queues the backlog: SendMessageBatch in groups of 10, FILL_PARALLELISM calls at a time. */
@@ -265,13 +332,24 @@ async function untilDelivered(sim: MauticSimulator, started: number): Promise<vo
   throw new Error(`the simulator holds ${held} of ${events} contacts after ${drainTimeoutMs} ms`);
 }
 
-function print({ seconds, apiCalls, invocations }: DrainResult): void {
+function print({
+  seconds,
+  apiCalls,
+  invocations,
+  mauticMs,
+  overheadMs,
+  cpuShare,
+}: DrainResult): void {
   const rate = events / seconds;
   const rssMiB = process.resourceUsage().maxRSS / 1024;
+  const busy = mauticMs / (seconds * 1000 * concurrency);
+  const overhead = [...overheadMs].sort((a, b) => a - b);
+  const p50 = percentile(overhead, 0.5);
+  const p90 = percentile(overhead, 0.9);
   console.log(
-    `drain: ${events} queued contacts creates, ${concurrency} pollers, batches of ${BATCH_SIZE} ` +
-      `within ${BATCH_WINDOW_MS} ms, Mautic latency ${latencyMs} ms per call, ` +
-      `node ${process.version}, ${availableParallelism()} CPUs`,
+    `drain: ${events} queued contacts creates, ${concurrency} invocations at once, batches of ` +
+      `${BATCH_SIZE} within ${BATCH_WINDOW_MS} ms, Mautic latency ${latencyMs} ms per call, ` +
+      `node ${process.version}, ${availableParallelism()} CPUs, load ${loadAverage()}`,
   );
   console.log(`events:          ${events} in ${seconds.toFixed(2)} s`);
   console.log(`events/s:        ${rate.toFixed(0)}`);
@@ -280,10 +358,51 @@ function print({ seconds, apiCalls, invocations }: DrainResult): void {
       `${invocations} invocations (${(events / invocations).toFixed(1)} events each)`,
   );
   console.log(
+    `process CPU:     ${(cpuShare * 100).toFixed(0)} % of one core (emulators, simulator and ` +
+      'handler share this process)',
+  );
+  console.log(`slot busy on Mautic: ${(busy * 100).toFixed(0)} % of ${concurrency} × the drain`);
+  console.log(
     `ideal events/s:  ${idealRate.toFixed(0)} (${concurrency} × ${BATCH_SIZE} ÷ ${latencyMs} ms)`,
   );
   console.log(`measured / ideal: ${(rate / idealRate).toFixed(2)}`);
+  console.log(
+    `handler overhead per ${BATCH_SIZE} events (its time less the wait on Mautic, ` +
+      `${OVERHEAD_RUNS} runs one at a time): p50 ${p50.toFixed(1)} ms, p90 ${p90.toFixed(1)} ms`,
+  );
   console.log(`peak RSS:        ${rssMiB.toFixed(1)} MiB`);
+  console.log(
+    `SUMMARY ${JSON.stringify({
+      figure: 'drain_ratio',
+      value: round(rate / idealRate, 3),
+      events_per_s: round(rate, 0),
+      baseline_ideal_events_per_s: round(idealRate, 0),
+      slot_busy: round(busy, 3),
+      process_cpu_share: round(cpuShare, 2),
+      handler_overhead_ms_per_200_p50: round(p50, 2),
+      handler_overhead_ms_per_200_p90: round(p90, 2),
+      events,
+      concurrency,
+      latency_ms: latencyMs,
+      load_average: loadavg().map((value) => round(value, 2)),
+    })}`,
+  );
+}
+
+function round(value: number, digits: number): number {
+  return Number(value.toFixed(digits));
+}
+
+function loadAverage(): string {
+  return loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ');
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: ReadonlyArray<number>, fraction: number): number {
+  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
+  return sorted[rank - 1] ?? Number.NaN;
 }
 
 function positiveInteger(text: string | undefined, fallback: number, name: string): number {

@@ -7,23 +7,32 @@
  * this process, the same for both.
  *
  *   npm run bench:ingest -- [requests=3000] [concurrency=16]
- *   DEDUP_WINDOW_SECONDS=0 npm run bench:ingest   (de-duplication off)
  *
- * The relay's process also holds the queue emulator, so its memory and CPU include fauxqs'; with
- * de-duplication on (the default) it holds dynalite too, the local DynamoDB that every request's
- * claim and answer go to, so the relay's figures are bounded by dynalite, not by DynamoDB.
+ * The relay's process also holds the queue emulator, so its memory and CPU include fauxqs'. It
+ * is measured with de-duplication off (DEDUP_WINDOW_SECONDS=0) twice: the front on the
+ * emulator's event loop, and the front in a worker thread (the local stack's shape: fauxqs runs
+ * on a thread of its own there). Then once more with de-duplication on, on one loop, where every
+ * request also makes two calls to the store (a conditional put to claim its id, an update with
+ * the answer): locally the store is dynalite, which manages only several hundred conditional
+ * writes per second, so that side measures dynalite, not DynamoDB. The last line is
+ * `SUMMARY {json}` for scripts; its value is the ratio of the two-thread shape.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
 import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
 
-type Side = 'baseline' | 'relay';
+type Side = 'baseline' | 'relay' | 'relay-worker' | 'relay-dedup';
+const SIDES: ReadonlyArray<Side> = ['baseline', 'relay', 'relay-worker', 'relay-dedup'];
+/** The local stack's default window, for the side that measures de-duplication's cost. */
+const DEDUP_ON_WINDOW_SECONDS = 86_400;
 
 const WARM_UP_REQUESTS = 300;
 const BODY_BYTES = 1024;
@@ -53,7 +62,9 @@ interface PhaseResult {
   errors: string[];
 }
 
-if (process.argv[2] === 'serve') {
+if (!isMainThread) {
+  await serveIngestFront(workerData as FrontData);
+} else if (process.argv[2] === 'serve') {
   await serve(process.argv[3] as Side);
 } else {
   await main();
@@ -72,15 +83,15 @@ async function main(): Promise<void> {
   watchdog.unref();
 
   try {
-    const results: Record<Side, { phase: PhaseResult; report: ChildReport }> = {
-      baseline: await measure('baseline', { requests, concurrency, secret, children }),
-      relay: await measure('relay', { requests, concurrency, secret, children }),
-    };
-    const queued = results.relay.report.queued;
-    if (queued !== WARM_UP_REQUESTS + requests) {
-      throw new Error(
-        `the relay's queue holds ${queued} messages, not ${WARM_UP_REQUESTS + requests}`,
-      );
+    const results = {} as Record<Side, { phase: PhaseResult; report: ChildReport }>;
+    for (const side of SIDES) {
+      results[side] = await measure(side, { requests, concurrency, secret, children });
+      const queued = results[side].report.queued;
+      if (side !== 'baseline' && queued !== WARM_UP_REQUESTS + requests) {
+        throw new Error(
+          `the ${side} queue holds ${queued} messages, not ${WARM_UP_REQUESTS + requests}`,
+        );
+      }
     }
     print(results, { requests, concurrency });
   } catch (error) {
@@ -253,30 +264,54 @@ function print(
     };
   };
   const baseline = figures('baseline');
-  const relay = figures('relay');
   const row = (name: string, f: typeof baseline) =>
-    `${name.padEnd(34)}${f.rate.toFixed(0).padStart(8)}${f.p50.toFixed(2).padStart(9)}` +
+    `${name.padEnd(38)}${f.rate.toFixed(0).padStart(8)}${f.p50.toFixed(2).padStart(9)}` +
     `${f.p99.toFixed(2).padStart(9)}${f.rssMiB.toFixed(1).padStart(14)}`;
+  const round = (value: number, digits: number) => Number(value.toFixed(digits));
 
   console.log(
     `ingest: ${options.requests} requests per side after ${WARM_UP_REQUESTS} warm-up, ` +
       `${options.concurrency} keep-alive connections, ${BODY_BYTES}-byte signed bodies, ` +
-      `node ${process.version}, ${availableParallelism()} CPUs`,
+      `DEDUP_WINDOW_SECONDS=0, node ${process.version}, ${availableParallelism()} CPUs, ` +
+      `load ${loadavg()
+        .map((value) => value.toFixed(2))
+        .join(' ')}`,
   );
-  console.log(`${''.padEnd(34)}   req/s   p50 ms   p99 ms  peak RSS MiB`);
+  console.log(`${''.padEnd(38)}   req/s   p50 ms   p99 ms  peak RSS MiB`);
   console.log(row('baseline (verify + 202)', baseline));
-  console.log(
-    row(
-      dedupWindowSeconds() > 0
-        ? 'relay (+ fauxqs, dedup on dynalite)'
-        : 'relay (+ fauxqs, dedup off)',
-      relay,
-    ),
-  );
-  console.log(
-    `relay / baseline: throughput ${(relay.rate / baseline.rate).toFixed(2)}x, ` +
-      `p99 ${(relay.p99 / baseline.p99).toFixed(2)}x`,
-  );
+  const summary: Record<string, unknown> = {
+    figure: 'ingest_ratio',
+    baseline_rps: round(baseline.rate, 0),
+    baseline_p99_ms: round(baseline.p99, 2),
+  };
+  let best = 0;
+  const labels = {
+    relay: 'relay (front + fauxqs on one loop)',
+    'relay-worker': 'relay (front, fauxqs: 2 threads)',
+    'relay-dedup': 'relay, dedup on (dynalite, one loop)',
+  } as const;
+  for (const side of ['relay', 'relay-worker', 'relay-dedup'] as const) {
+    const f = figures(side);
+    const label = labels[side];
+    console.log(row(label, f));
+    console.log(
+      `  ${side} / baseline: throughput ${(f.rate / baseline.rate).toFixed(2)}x, ` +
+        `p99 ${(f.p99 / baseline.p99).toFixed(2)}x`,
+    );
+    if (side !== 'relay-dedup') best = Math.max(best, f.rate / baseline.rate);
+    const key = side.replace('-', '_');
+    summary[`${key}_ratio`] = round(f.rate / baseline.rate, 3);
+    summary[`${key}_rps`] = round(f.rate, 0);
+    summary[`${key}_p99_ratio`] = round(f.p99 / baseline.p99, 2);
+    summary[`${key}_rss_mib`] = round(f.rssMiB, 0);
+  }
+  summary.value = round(figures('relay-worker').rate / baseline.rate, 3);
+  summary.dedup_store_calls_per_request = 2;
+  summary.best_ratio = round(best, 3);
+  summary.requests = options.requests;
+  summary.concurrency = options.concurrency;
+  summary.load_average = loadavg().map((value) => round(value, 2));
+  console.log(`SUMMARY ${JSON.stringify(summary)}`);
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -335,7 +370,8 @@ async function serve(side: Side): Promise<void> {
   try {
     const secret = process.env[SECRET_ENV];
     if (secret === undefined) throw new Error(`${SECRET_ENV} is not set`);
-    const server = side === 'relay' ? await startRelay(secret) : await startBaseline(secret);
+    const server =
+      side === 'baseline' ? await startBaseline(secret) : await startRelay(secret, side);
     process.on('message', (message: { type?: string }) => {
       if (message.type !== 'stop') return;
       void (async () => {
@@ -361,48 +397,33 @@ interface BenchServer {
   stop(): Promise<number | undefined>;
 }
 
-/** The real ingest handler behind the local front, queuing to fauxqs in this process. */
-async function startRelay(secret: string): Promise<BenchServer> {
-  const [
-    { Logger },
-    { ENV, loadIngestConfig },
-    { buildIngestHandler },
-    { startHttpFront },
-    { createQueuePair },
-    { queueCounts, startLocalSqs },
-    { startDedupStore },
-  ] = await Promise.all([
-    import('@aws-lambda-powertools/logger'),
-    import('../functions/shared/config.ts'),
-    import('../functions/ingest/compose.ts'),
-    import('../infra/local/http-front.ts'),
-    import('../infra/local/sqs-event-source.ts'),
-    import('../test/support/local-sqs.ts'),
-    import('../infra/local/dynamodb-local.ts'),
-  ]);
+/**
+ * The real ingest function (its builder, as the local stack builds it) behind the local front,
+ * queuing to fauxqs in this process: on the same event loop ('relay'), or from a worker thread
+ * of its own ('relay-worker'), as a separate function would be.
+ */
+async function startRelay(secret: string, side: Side): Promise<BenchServer> {
+  const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
+  const { createQueuePair } = await import('../infra/local/sqs-event-source.ts');
+  const { startDedupStore } = await import('../infra/local/dynamodb-local.ts');
   const local = await startLocalSqs();
-  const dedup = await startDedupStore(dedupWindowSeconds());
+  const dedup = await startDedupStore(side === 'relay-dedup' ? DEDUP_ON_WINDOW_SECONDS : 0);
   try {
     const { queueUrl } = await createQueuePair(local.sqs, {
       name: `bench-events-${randomUUID().slice(0, 8)}`,
       maxReceiveCount: 5,
       visibilityTimeoutSeconds: 30,
     });
-    // Built as Lambda and npm start build it, de-duplication included.
-    const handler = await buildIngestHandler(
-      loadIngestConfig({
-        [ENV.EVENTS_QUEUE_URL]: queueUrl,
-        [ENV.WEBHOOK_SECRET]: secret,
-        [ENV.DEDUP_WINDOW_SECONDS]: String(dedupWindowSeconds()),
-        [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
-      }),
-      {
-        sqs: local.sqs,
-        logger: new Logger({ logLevel: 'SILENT' }),
-        ...(dedup.client ? { dynamodb: dedup.client } : {}),
-      },
-    );
-    const front = await startHttpFront({ handler });
+    const data: FrontData = { secret, endpoint: local.endpoint, queueUrl };
+    const front =
+      side === 'relay-worker'
+        ? await startFrontWorker(data)
+        : await startIngestFront(
+            data,
+            dedup.client && dedup.tableName
+              ? { client: dedup.client, tableName: dedup.tableName }
+              : undefined,
+          );
     return {
       url: front.url,
       async stop() {
@@ -417,6 +438,84 @@ async function startRelay(secret: string): Promise<BenchServer> {
     await local.stop();
     await dedup.close();
     throw error;
+  }
+}
+
+interface FrontData {
+  secret: string;
+  endpoint: string;
+  queueUrl: string;
+}
+
+/** De-duplication is off unless a store is given (then on dynalite, in this process). */
+async function startIngestFront(
+  data: FrontData,
+  dedup?: { client: DynamoDBClient; tableName: string },
+): Promise<{ url: string; close(): Promise<void> }> {
+  const [
+    { Logger },
+    { buildIngestHandler },
+    { ENV, loadIngestConfig },
+    { startHttpFront },
+    sqsSupport,
+  ] = await Promise.all([
+    import('@aws-lambda-powertools/logger'),
+    import('../functions/ingest/compose.ts'),
+    import('../functions/shared/config.ts'),
+    import('../infra/local/http-front.ts'),
+    import('../test/support/local-sqs.ts'),
+  ]);
+  const sqs = sqsSupport.sqsClient(data.endpoint);
+  const config = loadIngestConfig({
+    [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
+    [ENV.WEBHOOK_SECRET]: data.secret,
+    [ENV.DEDUP_WINDOW_SECONDS]: String(dedup ? DEDUP_ON_WINDOW_SECONDS : 0),
+    ...(dedup ? { [ENV.DEDUP_TABLE_NAME]: dedup.tableName } : {}),
+  });
+  const handler = await buildIngestHandler(config, {
+    sqs,
+    logger: new Logger({ logLevel: 'SILENT' }),
+    ...(dedup ? { dynamodb: dedup.client } : {}),
+  });
+  const front = await startHttpFront({ handler, maxBodyBytes: config.maxBodyBytes });
+  return {
+    url: front.url,
+    async close() {
+      await front.close();
+      sqs.destroy();
+    },
+  };
+}
+
+/** The ingest front in a worker thread; the queue emulator stays on this thread. */
+async function startFrontWorker(data: FrontData): Promise<{ url: string; close(): Promise<void> }> {
+  const worker = new Worker(new URL(import.meta.url), { workerData: data });
+  const url = await new Promise<string>((resolve, reject) => {
+    worker.once('message', (message: { url?: string; error?: string }) =>
+      message.url ? resolve(message.url) : reject(new Error(message.error)),
+    );
+    worker.once('error', reject);
+  });
+  return {
+    url,
+    async close() {
+      const closed = new Promise<void>((resolve) => worker.once('message', () => resolve()));
+      worker.postMessage('close');
+      await closed;
+      await worker.terminate();
+    },
+  };
+}
+
+async function serveIngestFront(data: FrontData): Promise<void> {
+  try {
+    const front = await startIngestFront(data);
+    parentPort?.on('message', () => {
+      void front.close().then(() => parentPort?.postMessage({ closed: true }));
+    });
+    parentPort?.postMessage({ url: front.url });
+  } catch (error) {
+    parentPort?.postMessage({ error: error instanceof Error ? error.message : String(error) });
   }
 }
 
@@ -472,10 +571,4 @@ function positiveInteger(text: string | undefined, fallback: number, name: strin
   if (!Number.isInteger(value) || value < 1)
     throw new RangeError(`${name} must be a positive integer`);
   return value;
-}
-
-/** DEDUP_WINDOW_SECONDS as the local stack reads it: unset is a day, 0 is off. */
-function dedupWindowSeconds(): number {
-  const text = process.env.DEDUP_WINDOW_SECONDS;
-  return text === undefined || text === '' ? 86_400 : Number(text);
 }

@@ -1,5 +1,5 @@
 import { InvokeCommand, type LambdaClient, TooManyRequestsException } from '@aws-sdk/client-lambda';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { RefreshAnswer, RefreshRequester } from '../core/ports.ts';
 
 /** The payload the refresher accepts for an on-demand run. */

@@ -6,12 +6,16 @@ import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 const BACKOFF_MS = [50, 200, 800];
+/** SendMessageBatch calls one request keeps in flight at once. */
+const GROUPS_IN_FLIGHT = 8;
 
 /**
  * Queues one SQS message per event with SendMessageBatch, in groups within SQS's limits.
  * SendMessageBatch answers 200 even when entries failed, so `Failed[]` is read and those entries
  * (or a whole group whose call threw) are retried with backoff; if any still fail the whole
- * request fails with `QueueUnavailableError`, for the sender to retry.
+ * request fails with `QueueUnavailableError`, for the sender to retry. Groups are sent
+ * concurrently (bounded), so some may be queued when the request fails, as could already happen
+ * when a later group failed: the contract's retry of the whole request covers both.
  */
 export class SqsEventQueue implements EventQueue {
   readonly #client: SQSClient;
@@ -23,25 +27,48 @@ export class SqsEventQueue implements EventQueue {
   }
 
   async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
+    const groups = groupsOf(messages, (message) => Buffer.byteLength(message.body));
     const last: FailureReason = {};
-    for (const group of groupsOf(messages, (message) => Buffer.byteLength(message.body))) {
-      let pending = group.map((message, index): [string, OutgoingMessage] => [
-        String(index),
-        message,
-      ]);
-      for (let attempt = 0; pending.length > 0; attempt++) {
-        const failed = await this.#send(pending, last);
-        pending = pending.filter(([id]) => failed.has(id));
-        if (pending.length === 0) break;
-        const wait = BACKOFF_MS[attempt];
-        if (wait === undefined) {
-          throw new QueueUnavailableError(
-            `${pending.length} of ${messages.length} events could not be queued`,
-            last,
-          );
+    // The groups go out GROUPS_IN_FLIGHT at a time: one after another, a 500-event request
+    // waited 50 round trips. A group that cannot be queued fails the request only once every
+    // group in flight settled, so no call is left running after the answer.
+    let next = 0;
+    let failure: unknown;
+    const worker = async () => {
+      while (failure === undefined && next < groups.length) {
+        const group = groups[next++] as OutgoingMessage[];
+        try {
+          await this.#enqueueGroup(group, messages.length, last);
+        } catch (error) {
+          failure ??= error;
         }
-        await sleep(wait);
       }
+    };
+    await Promise.all(Array.from({ length: Math.min(GROUPS_IN_FLIGHT, groups.length) }, worker));
+    if (failure !== undefined) throw failure;
+  }
+
+  async #enqueueGroup(
+    group: ReadonlyArray<OutgoingMessage>,
+    total: number,
+    last: FailureReason,
+  ): Promise<void> {
+    let pending = group.map((message, index): [string, OutgoingMessage] => [
+      String(index),
+      message,
+    ]);
+    for (let attempt = 0; pending.length > 0; attempt++) {
+      const failed = await this.#send(pending, last);
+      pending = pending.filter(([id]) => failed.has(id));
+      if (pending.length === 0) break;
+      const wait = BACKOFF_MS[attempt];
+      if (wait === undefined) {
+        throw new QueueUnavailableError(
+          `${pending.length} of ${total} events could not be queued`,
+          last,
+        );
+      }
+      await sleep(wait);
     }
   }
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /** A Mautic API path name (contract §1): `contacts`, `companies`, `segments`, … */
 export const ENTITY_PATTERN = /^[a-z][a-zA-Z]{1,63}$/;

@@ -68,6 +68,8 @@ export interface IngestDeps {
 
 /** Nesting deeper than this is refused: re-serialising it could exhaust the stack. */
 const MAX_DEPTH = 32;
+/** Made once: decode() without `stream` keeps no state between calls. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 /** SQS's limit per message, less room for message attributes. */
 const MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
 
@@ -105,7 +107,7 @@ export async function acceptEvents(
 
   let parsed: unknown;
   try {
-    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+    parsed = JSON.parse(UTF8.decode(body));
   } catch {
     return failure(400, 'invalid_json', 'The body is not valid JSON in UTF-8.');
   }

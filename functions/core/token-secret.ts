@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * The token secret: written only by the refresher (and the `authorize` command), read by the

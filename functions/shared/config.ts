@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { ENTITY_PATTERN } from '../core/events.ts';
 import { type RetryPolicy, receivesForHorizon } from '../core/outcomes.ts';
 

@@ -1,5 +1,5 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ENTITY_PATTERN } from '../../functions/core/events.ts';
 import {
   MAX_DEDUP_WINDOW_SECONDS,

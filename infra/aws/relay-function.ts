@@ -8,6 +8,26 @@ import { Construct } from 'constructs';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
+/**
+ * How every function is bundled (bench/cold-start.ts builds with these same options). Minified
+ * ESM with the AWS SDK bundled, so production runs the SDK version the tests ran. The source map
+ * is written beside the bundle, without the sources, for reading a stack trace offline; it is not
+ * loaded at run time: `--enable-source-maps` made Node parse it at INIT, which cost more than the
+ * rest of the handler's start (measured by `npm run bench:cold-start`; see the README).
+ */
+export const RELAY_BUNDLING = {
+  format: nodejs.OutputFormat.ESM,
+  target: 'node24',
+  mainFields: ['module', 'main'],
+  sourceMap: true,
+  sourcesContent: false,
+  minify: true,
+  externalModules: [],
+  // ESM output still meets packages that call require(); give them one.
+  banner:
+    "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+} as const satisfies nodejs.BundlingOptions;
+
 /** Settings of one relay function. */
 export interface RelayFunctionProps {
   /** The folder under `functions/` whose `index.ts` exports `handler`. */
@@ -25,8 +45,8 @@ export interface RelayFunctionProps {
 }
 
 /**
- * The house Lambda function: `nodejs24.x` on arm64, bundled locally with esbuild as ESM with
- * source maps (the AWS SDK bundled too, so production runs the SDK version the tests ran), its
+ * The house Lambda function: `nodejs24.x` on arm64, bundled locally with esbuild as
+ * `RELAY_BUNDLING` says, its
  * own log group with a retention, and a role that may write only to that log group; every other
  * permission is granted explicitly by the stack.
  */
@@ -70,19 +90,8 @@ export class RelayFunction extends Construct {
         POWERTOOLS_SERVICE_NAME: props.serviceName,
         POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace,
         POWERTOOLS_LOG_LEVEL: props.logLevel,
-        NODE_OPTIONS: '--enable-source-maps',
       },
-      bundling: {
-        format: nodejs.OutputFormat.ESM,
-        target: 'node24',
-        mainFields: ['module', 'main'],
-        sourceMap: true,
-        minify: true,
-        externalModules: [],
-        // ESM output still meets packages that call require(); give them one.
-        banner:
-          "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
-      },
+      bundling: RELAY_BUNDLING,
     });
   }
 }

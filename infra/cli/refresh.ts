@@ -1,6 +1,6 @@
 import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { FetchLike } from '../../functions/core/ports.ts';
 import { SetupError } from './errors.ts';
 import { endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';

@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { startFauxqs } from 'fauxqs';
-import { z } from 'zod';
+import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
@@ -25,6 +24,7 @@ import {
 import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startControlServer } from './control.ts';
 import { startDedupStore } from './dynamodb-local.ts';
+import { startFauxqsThread } from './fauxqs-thread.ts';
 import { startHttpFront } from './http-front.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
@@ -191,7 +191,8 @@ async function start(
   );
   await secrets.send(new CreateSecretCommand({ Name: ids.tokenSecretId, SecretString: '{}' }));
 
-  const fauxqs = await startFauxqs({ port: 0, logger: false });
+  // On a thread of its own: the ingest front and the batch handler keep this loop.
+  const fauxqs = await startFauxqsThread();
   stops.push(() => fauxqs.stop());
   const sqs = new SQSClient({ ...localAws, endpoint: `http://127.0.0.1:${fauxqs.port}` });
   stops.push(async () => sqs.destroy());
@@ -254,25 +255,20 @@ async function start(
       metrics,
     },
   );
-  const pollers = Array.from(
-    { length: config.MAX_CONCURRENCY },
-    () =>
-      new SqsEventSource({
-        sqs,
-        queueUrl: queues.queueUrl,
-        queueArn: queues.queueArn,
-        handler: batch,
-        batchSize: config.BATCH_SIZE,
-        batchWindowMs: config.BATCH_WINDOW_SECONDS * 1000,
-        functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
-        onError: (error) =>
-          logger.warn('Polling the events queue failed', { error: String(error) }),
-      }),
-  );
-  for (const poller of pollers) poller.start();
-  stops.push(async () => {
-    await Promise.all(pollers.map((poller) => poller.stop()));
+  // One mapping with the function's concurrency: its pollers gather ahead of the invocations.
+  const poller = new SqsEventSource({
+    sqs,
+    queueUrl: queues.queueUrl,
+    queueArn: queues.queueArn,
+    handler: batch,
+    batchSize: config.BATCH_SIZE,
+    batchWindowMs: config.BATCH_WINDOW_SECONDS * 1000,
+    functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
+    maxConcurrency: config.MAX_CONCURRENCY,
+    onError: (error) => logger.warn('Polling the events queue failed', { error: String(error) }),
   });
+  poller.start();
+  stops.push(() => poller.stop());
 
   const generatedSecret = config.WEBHOOK_SECRET.length === 0;
   const webhookSecrets = generatedSecret

@@ -33,6 +33,8 @@ import { invokeHandler, lambdaContext, newLogStreamName } from './lambda-context
 
 /** SQS keeps at most 10 messages per ReceiveMessage and 10 entries per DeleteMessageBatch. */
 const SQS_BATCH_LIMIT = 10;
+/** ReceiveMessage calls one batch gathers with at once. */
+const RECEIVES_IN_FLIGHT = 5;
 /** The long poll that decides whether anything arrived at all. */
 const FIRST_RECEIVE_WAIT_SECONDS = 1;
 /** Between short polls at the end of a batching window shorter than the 1 s long-poll grain. */
@@ -47,6 +49,8 @@ const DEFAULT_FUNCTION_NAME = 'batch';
 const MAX_BATCH_SIZE = 10_000;
 const MAX_BATCH_WINDOW_MS = 300_000;
 const MAX_FUNCTION_TIMEOUT_MS = 900_000;
+/** More than the local stack allows; a bound so a typo cannot start thousands of pollers. */
+const MAX_CONCURRENCY = 1_000;
 
 /**
  * Creates the events queue and its dead-letter queue with a redrive policy, as the stack does.
@@ -133,6 +137,12 @@ export interface SqsEventSourceOptions {
   functionTimeoutMs?: number;
   /** Default 'batch'. */
   functionName?: string;
+  /**
+   * Invocations at once (the function's concurrency), default 1. `start()` runs this many
+   * pollers, each gathering its next batch while the invocations run, as the mapping's pollers
+   * do, so a batch is ready when a slot frees.
+   */
+  maxConcurrency?: number;
   /** Called after each invocation with what happened (for logs and tests). */
   onInvoke?: (report: InvokeReport) => void;
   /**
@@ -160,7 +170,10 @@ export interface InvokeReport {
 
 /**
  * Polls one queue and feeds a batch handler the way the Lambda SQS event source mapping does,
- * with ReportBatchItemFailures on. One batch at a time from `start()`'s loop.
+ * with ReportBatchItemFailures on. `start()` runs `maxConcurrency` pollers that gather batches
+ * independently of the invocations: a gathered batch waits for a free invocation slot, the slot
+ * frees as soon as the handler answered, and the deletes run after that, off the slot, so the
+ * handler (and the Mautic behind it) is kept busy up to `maxConcurrency`.
  *
  * @example
  * const source = new SqsEventSource({ sqs, queueUrl, queueArn, handler, batchSize: 200, batchWindowMs: 1_000 });
@@ -184,6 +197,8 @@ export class SqsEventSource {
   readonly #logStreamName: string;
   readonly #stopSignal = new AbortController();
   readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #slots: Slots;
+  readonly #pollers: number;
   #loop: Promise<void> | undefined;
   #stopped: Promise<void> | undefined;
 
@@ -192,6 +207,8 @@ export class SqsEventSource {
     requireRange('batchWindowMs', options.batchWindowMs, 0, MAX_BATCH_WINDOW_MS);
     const functionTimeoutMs = options.functionTimeoutMs ?? DEFAULT_FUNCTION_TIMEOUT_MS;
     requireRange('functionTimeoutMs', functionTimeoutMs, 1, MAX_FUNCTION_TIMEOUT_MS);
+    const maxConcurrency = options.maxConcurrency ?? 1;
+    requireInteger('maxConcurrency', maxConcurrency, 1, MAX_CONCURRENCY);
 
     this.#sqs = options.sqs;
     this.#queueUrl = options.queueUrl;
@@ -210,6 +227,8 @@ export class SqsEventSource {
     this.#region = nonEmpty(arnParts[3]) ?? 'us-east-1';
     this.#accountId = nonEmpty(arnParts[4]) ?? '000000000000';
     this.#logStreamName = newLogStreamName();
+    this.#slots = new Slots(maxConcurrency);
+    this.#pollers = maxConcurrency;
   }
 
   /**
@@ -221,23 +240,38 @@ export class SqsEventSource {
    */
   pollOnce(): Promise<InvokeReport | undefined> {
     if (this.#stopSignal.signal.aborted) return Promise.resolve(undefined);
-    const work = this.#pollOnce();
+    return this.#track(
+      (async () => {
+        const records = await this.#gather().catch((error: unknown) => {
+          if (this.#stopping) return undefined;
+          throw error;
+        });
+        if (records === undefined) return undefined;
+        await this.#slots.acquire();
+        return this.#invoke(records);
+      })(),
+    );
+  }
+
+  #track<T>(work: Promise<T>): Promise<T> {
     this.#inFlight.add(work);
     const forget = () => this.#inFlight.delete(work);
     work.then(forget, forget);
     return work;
   }
 
-  /** Polls in a loop until stop(). Throws once the source was stopped. */
+  /** Polls with `maxConcurrency` pollers until stop(). Throws once the source was stopped. */
   start(): void {
     if (this.#stopSignal.signal.aborted) throw new Error('SqsEventSource: start() after stop()');
-    this.#loop ??= this.#run();
+    this.#loop ??= Promise.all(Array.from({ length: this.#pollers }, () => this.#run())).then(
+      () => undefined,
+    );
   }
 
   /**
-   * Stops polling; resolves after the batch in hand (if any) has been handed to the handler and
-   * its response applied. A receive already waiting finishes first (≤1 s); nothing is called
-   * after this resolves.
+   * Stops polling; resolves after the batches in hand (if any) have been handed to the handler
+   * and their responses applied. A receive still waiting is cut short (what it took reappears
+   * after the visibility timeout); nothing is called after this resolves.
    */
   stop(): Promise<void> {
     this.#stopSignal.abort();
@@ -252,20 +286,35 @@ export class SqsEventSource {
     return this.#stopSignal.signal.aborted;
   }
 
+  /**
+   * One poller: gathers a batch, waits for a free slot, starts the invocation without waiting
+   * for it, and goes back to gathering. A batch in hand when stop() comes is still invoked.
+   */
   async #run(): Promise<void> {
     while (!this.#stopping) {
+      let records: SQSRecord[] | undefined;
       try {
-        await this.pollOnce();
+        records = await this.#gather();
       } catch (error) {
+        // stop() cuts a waiting long poll short; whatever it had taken reappears, as in SQS.
+        if (this.#stopping) break;
         this.#report(error);
         await sleep(POLL_ERROR_BACKOFF_MS, undefined, { signal: this.#stopSignal.signal }).catch(
           () => undefined,
         );
+        continue;
       }
+      if (records === undefined) continue;
+      await this.#slots.acquire();
+      this.#track(this.#invoke(records)).catch((error: unknown) => this.#report(error));
     }
   }
 
-  async #pollOnce(): Promise<InvokeReport | undefined> {
+  /**
+   * ReceiveMessage repeatedly (≤10 per call) until batchSize or batchWindowMs. Undefined when
+   * nothing arrived within a short long-poll (≤1 s).
+   */
+  async #gather(): Promise<SQSRecord[] | undefined> {
     const first = await this.#receive(this.#batchSize, FIRST_RECEIVE_WAIT_SECONDS);
     if (first.length === 0) return undefined;
     // Keyed by message id: a message whose visibility ran out during the window can come twice;
@@ -279,12 +328,21 @@ export class SqsEventSource {
       if (left <= 0) break;
       // WaitTimeSeconds is whole seconds; below one second, short polls keep the window exact.
       const waitSeconds = left >= 1_000 ? 1 : 0;
+      // Several receives at once, as the mapping's pollers do: one after another, a batch of
+      // 200 waited 20 round trips.
+      const wanted = this.#batchSize - batch.size;
+      const calls = Math.min(RECEIVES_IN_FLIGHT, Math.ceil(wanted / SQS_BATCH_LIMIT));
       let received: SQSRecord[];
       try {
-        received = await this.#receive(this.#batchSize - batch.size, waitSeconds);
+        const answers = await Promise.all(
+          Array.from({ length: calls }, (_, call) =>
+            this.#receive(Math.min(SQS_BATCH_LIMIT, wanted - call * SQS_BATCH_LIMIT), waitSeconds),
+          ),
+        );
+        received = answers.flat();
       } catch (error) {
         // Messages are in hand: deliver them rather than strand them until they reappear.
-        this.#report(error);
+        if (!this.#stopping) this.#report(error);
         break;
       }
       for (const record of received) batch.set(record.messageId, record);
@@ -292,7 +350,7 @@ export class SqsEventSource {
         await sleep(Math.min(left, SHORT_POLL_PAUSE_MS));
       }
     }
-    return this.#invoke([...batch.values()]);
+    return [...batch.values()];
   }
 
   async #receive(wanted: number, waitSeconds: number): Promise<SQSRecord[]> {
@@ -304,6 +362,7 @@ export class SqsEventSource {
         MessageSystemAttributeNames: ['All'],
         MessageAttributeNames: ['All'],
       }),
+      { abortSignal: this.#stopSignal.signal },
     );
     return (Messages ?? []).map((message) => this.#toRecord(message));
   }
@@ -331,19 +390,26 @@ export class SqsEventSource {
     return record;
   }
 
+  /** Runs the handler in a slot already acquired, frees the slot, then applies the answer. */
   async #invoke(records: SQSRecord[]): Promise<InvokeReport> {
     const messageIds = records.map((record) => record.messageId);
-    const context = lambdaContext(this.#functionName, this.#functionTimeoutMs, {
-      region: this.#region,
-      accountId: this.#accountId,
-      logStreamName: this.#logStreamName,
-    });
-    const outcome = await invokeHandler(
-      this.#handler,
-      { Records: records },
-      context,
-      this.#functionTimeoutMs,
-    );
+    let outcome: Awaited<ReturnType<typeof invokeHandler>>;
+    try {
+      const context = lambdaContext(this.#functionName, this.#functionTimeoutMs, {
+        region: this.#region,
+        accountId: this.#accountId,
+        logStreamName: this.#logStreamName,
+      });
+      outcome = await invokeHandler(
+        this.#handler,
+        { Records: records },
+        context,
+        this.#functionTimeoutMs,
+      );
+    } finally {
+      // The invocation is over when the handler answered: deleting is the mapping's work.
+      this.#slots.release();
+    }
 
     let failedIds: ReadonlySet<string>;
     let wholeBatchFailed: boolean;
@@ -368,15 +434,18 @@ export class SqsEventSource {
     return report;
   }
 
-  /** DeleteMessageBatch in groups of 10; what fails is retried once. Returns the ids left. */
+  /**
+   * DeleteMessageBatch in groups of 10, all at once; what fails is retried once. Returns the
+   * ids left.
+   */
   async #deleteAll(records: SQSRecord[]): Promise<Set<string>> {
     let pending = records;
     for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) {
-      const left: SQSRecord[] = [];
+      const groups: SQSRecord[][] = [];
       for (let start = 0; start < pending.length; start += SQS_BATCH_LIMIT) {
-        left.push(...(await this.#deleteGroup(pending.slice(start, start + SQS_BATCH_LIMIT))));
+        groups.push(pending.slice(start, start + SQS_BATCH_LIMIT));
       }
-      pending = left;
+      pending = (await Promise.all(groups.map((group) => this.#deleteGroup(group)))).flat();
     }
     return new Set(pending.map((record) => record.messageId));
   }
@@ -407,6 +476,30 @@ export class SqsEventSource {
     } catch {
       // A failing error sink must not stop the poller.
     }
+  }
+}
+
+/** A counting semaphore: the function's concurrency. */
+class Slots {
+  #free: number;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(count: number) {
+    this.#free = count;
+  }
+
+  acquire(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  release(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#free++;
   }
 }
 

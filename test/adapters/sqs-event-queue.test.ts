@@ -74,4 +74,55 @@ describe('SqsEventQueue', () => {
     await expect(queue().enqueue([message(0)])).rejects.toBeInstanceOf(QueueUnavailableError);
     expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(4);
   });
+
+  it('keeps several groups in flight at once, at most 8', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const release: Array<() => void> = [];
+    sqs.on(SendMessageBatchCommand).callsFake(async (input: { Entries: Array<{ Id: string }> }) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise<void>((resolve) => release.push(resolve));
+      inFlight--;
+      return { Successful: input.Entries.map((e) => ({ Id: e.Id })), Failed: [] };
+    });
+    const done = queue().enqueue(Array.from({ length: 200 }, (_, i) => message(i)));
+    // Answers the calls as they come, a bounded number of times.
+    for (
+      let round = 0;
+      round < 1_000 && sqs.commandCalls(SendMessageBatchCommand).length < 20;
+      round++
+    ) {
+      await new Promise((resolve) => setImmediate(resolve));
+      for (const resolve of release.splice(0)) resolve();
+    }
+    for (let round = 0; round < 100 && release.length > 0; round++) {
+      for (const resolve of release.splice(0)) resolve();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await done;
+
+    expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(20);
+    expect(most).toBe(8);
+  });
+
+  it('fails the request when one group cannot be queued, after the groups in flight settled', async () => {
+    let settled = 0;
+    sqs.on(SendMessageBatchCommand).callsFake(async (input: { Entries: Array<{ Id: string }> }) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      settled++;
+      if (settled === 1) {
+        return {
+          Successful: [],
+          Failed: [{ Id: '0', Code: 'InvalidMessageContents', SenderFault: true }],
+        };
+      }
+      return { Successful: input.Entries.map((e) => ({ Id: e.Id })), Failed: [] };
+    });
+
+    await expect(
+      queue().enqueue(Array.from({ length: 30 }, (_, i) => message(i))),
+    ).rejects.toBeInstanceOf(QueueUnavailableError);
+    expect(settled).toBe(sqs.commandCalls(SendMessageBatchCommand).length);
+  });
 });
