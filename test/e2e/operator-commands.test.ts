@@ -1,17 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
 import { runCli } from '../../infra/cli/cli.ts';
-import {
-  DEFAULT_SIMULATOR_CLIENT,
-  type MauticSimulator,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
-import { freePort } from '../support/net.ts';
+import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
+import { post, startRelay, stopRunning, until } from '../support/relay-process.ts';
 
 /**
  * The operator commands against a real `npm start` (contract §4): dead letters with their
@@ -19,11 +12,7 @@ import { freePort } from '../support/net.ts';
  * The commands run in this process (the same runCli the bin runs), except the redrive that is
  * killed, which runs as its own process.
  */
-const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
-const KEY = parseWebhookSecret(SECRET);
 const children: ChildProcess[] = [];
-const cleanups: Array<() => Promise<void> | void> = [];
-let messageCount = 0;
 
 afterEach(async () => {
   for (const child of children.splice(0)) {
@@ -36,42 +25,15 @@ afterEach(async () => {
       // Already gone.
     }
   }
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await stopRunning();
 });
 
-async function startRelay() {
-  const sim = await startMauticSimulator({});
-  cleanups.push(() => sim.close());
-  const dir = mkdtempSync(join(tmpdir(), 'relay-ops-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  const child = spawn('npm', ['start'], {
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      PORT: String(port),
-      MAUTIC_BASE_URL: sim.url,
-      MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
-      MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
-      WEBHOOK_SECRET: SECRET,
-      BATCH_WINDOW_SECONDS: '1',
-      MAUTIC_RELAY_DIR: dir,
-    },
-  });
-  children.push(child);
-  const output: string[] = [];
-  child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
-  child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
-  const url = `http://127.0.0.1:${port}/events`;
-  await until(
-    () => output.some((line) => line.startsWith('Ready:')),
-    30_000,
-    () => `not ready: ${output.join('\n')}`,
-  );
+/** `npm start` with its own endpoints directory; `env` points the operator commands at it. */
+async function startOpsRelay() {
+  const relay = await startRelay({});
   // A short hide time: a read killed half-way gives its dead letters back within seconds.
-  const env = { MAUTIC_RELAY_DIR: dir, MAUTIC_RELAY_HIDE_SECONDS: '3' };
-  return { sim, child, output, url, env };
+  const env = { MAUTIC_RELAY_DIR: relay.dir, MAUTIC_RELAY_HIDE_SECONDS: '3' };
+  return { ...relay, env };
 }
 
 /** One operator command, as the bin runs it. */
@@ -100,36 +62,10 @@ async function json<T = Record<string, unknown>>(argv: string[], env: Record<str
   return JSON.parse(out) as T;
 }
 
-async function post(url: string, events: unknown, signature?: string) {
-  messageCount++;
-  const body = JSON.stringify(events);
-  const id = `msg_ops${messageCount}`;
-  const timestamp = Math.floor(Date.now() / 1000);
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature':
-        signature ?? signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
-    },
-    body,
-  });
-  await response.arrayBuffer();
-  return response.status;
-}
-
-async function until(
-  probe: () => boolean | Promise<boolean>,
-  timeoutMs: number,
-  what: () => string,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+/** Posts `events` signed (or with the given signature); answers the status. */
+async function postEvents(url: string, events: unknown, signature?: string): Promise<number> {
+  const headers: Record<string, string> = signature ? { 'webhook-signature': signature } : {};
+  return (await post(url, JSON.stringify(events), headers)).status;
 }
 
 const companyEdits = (count: number) =>
@@ -152,11 +88,16 @@ const allFixed = (sim: MauticSimulator, count: number) =>
 
 describe('operator commands against npm start', () => {
   it('lists refused events with their reasons, redrives them once the cause is fixed, and they are delivered once', async () => {
-    const { sim, url, output, env, child } = await startRelay();
+    const { sim, url, output, env, child } = await startOpsRelay();
     // Edits of companies Mautic does not have (yet): 404 per item, dead-lettered at once.
-    expect(await post(url, companyEdits(20))).toBe(202);
+    expect(await postEvents(url, companyEdits(20))).toBe(202);
     expect(
-      await post(url, { entity: 'contacts', action: 'edit', id: 999, data: { firstname: 'X' } }),
+      await postEvents(url, {
+        entity: 'contacts',
+        action: 'edit',
+        id: 999,
+        data: { firstname: 'X' },
+      }),
     ).toBe(202);
     await until(
       async () => (await json<{ count: number }>(['dead-letters', '--local'], env)).count === 21,
@@ -259,7 +200,9 @@ describe('operator commands against npm start', () => {
     expect(after.items[0]?.entity).toBe('contacts');
 
     // A refused request is one line with its status, error code and request id.
-    expect(await post(url, companyEdits(1), `v1,${Buffer.alloc(32).toString('base64')}`)).toBe(401);
+    expect(
+      await postEvents(url, companyEdits(1), `v1,${Buffer.alloc(32).toString('base64')}`),
+    ).toBe(401);
     await until(
       () => output.some((line) => /^refused request \S+: 401 unauthorized$/.test(line)),
       5_000,
@@ -280,8 +223,8 @@ describe('operator commands against npm start', () => {
   }, 120_000);
 
   it('a redrive killed half-way loses nothing, and running it again finishes the job', async () => {
-    const { sim, url, output, env } = await startRelay();
-    expect(await post(url, companyEdits(60))).toBe(202);
+    const { sim, url, output, env } = await startOpsRelay();
+    expect(await postEvents(url, companyEdits(60))).toBe(202);
     await until(
       async () => (await json<{ count: number }>(['dead-letters', '--local'], env)).count === 60,
       30_000,
@@ -329,7 +272,7 @@ describe('operator commands against npm start', () => {
   }, 120_000);
 
   it('senders --local adds a key the running ingest accepts within a second, and removes it', async () => {
-    const { url, env } = await startRelay();
+    const { url, env } = await startOpsRelay();
     const listed = await json<{ senders: Array<{ id: string; createdAt: string }> }>(
       ['senders', 'list', '--local'],
       env,

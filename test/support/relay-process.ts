@@ -72,7 +72,8 @@ export async function startRelay(
   child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
   const url = `http://127.0.0.1:${port}/events`;
   await until(
-    () => output.some((line) => line.includes(url)),
+    // The last line, printed once the endpoints file for the operator commands is written.
+    () => output.some((line) => line.startsWith('Ready:') && line.includes(url)),
     30_000,
     () => `not ready: ${output.join('\n')}`,
   );
@@ -121,12 +122,12 @@ export async function post(url: string, body: string, headers: Record<string, st
 }
 
 export async function until(
-  probe: () => boolean,
+  probe: () => boolean | Promise<boolean>,
   timeoutMs: number,
   what: () => string,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
+  while (!(await probe())) {
     if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
