@@ -118,10 +118,8 @@ async function reveal(sqs: SQSClient, queueUrl: string, receiptHandles: string[]
   }
 }
 
-async function countMessages(
-  sqs: SQSClient,
-  queueUrl: string,
-): Promise<{ total: number; hidden: number }> {
+/** A queue's messages waiting, in flight (hidden) and delayed (SQS's approximate counts). */
+export async function queueAttributes(sqs: SQSClient, queueUrl: string) {
   const { Attributes = {} } = await sqs.send(
     new GetQueueAttributesCommand({
       QueueUrl: queueUrl,
@@ -132,14 +130,19 @@ async function countMessages(
       ],
     }),
   );
-  const hidden = Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0);
   return {
-    total:
-      Number(Attributes.ApproximateNumberOfMessages ?? 0) +
-      hidden +
-      Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0),
-    hidden,
+    visible: Number(Attributes.ApproximateNumberOfMessages ?? 0),
+    inFlight: Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0),
+    delayed: Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0),
   };
+}
+
+async function countMessages(
+  sqs: SQSClient,
+  queueUrl: string,
+): Promise<{ total: number; hidden: number }> {
+  const { visible, inFlight, delayed } = await queueAttributes(sqs, queueUrl);
+  return { total: visible + inFlight + delayed, hidden: inFlight };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
-import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { queueAttributes } from './dead-letters.ts';
 import type { Target } from './target.ts';
 
 /** `status --json` (contract §4); unknown values are null. */
@@ -24,8 +24,8 @@ export interface Status {
 
 export async function collectStatus(target: Target, now: () => number): Promise<Status> {
   const [queue, dead, token, oldest] = await Promise.all([
-    queueAttributes(target, target.eventsQueueUrl),
-    queueAttributes(target, target.deadLetterQueueUrl),
+    queueAttributes(target.sqs, target.eventsQueueUrl),
+    queueAttributes(target.sqs, target.deadLetterQueueUrl),
     tokenTimes(target, now()),
     oldestAgeSeconds(target, now()),
   ]);
@@ -40,24 +40,6 @@ export async function collectStatus(target: Target, now: () => number): Promise<
     deadLetters: { count: dead.visible + dead.inFlight + dead.delayed },
     token,
     dashboardUrl: target.dashboardUrl,
-  };
-}
-
-async function queueAttributes(target: Target, queueUrl: string) {
-  const { Attributes = {} } = await target.sqs.send(
-    new GetQueueAttributesCommand({
-      QueueUrl: queueUrl,
-      AttributeNames: [
-        'ApproximateNumberOfMessages',
-        'ApproximateNumberOfMessagesNotVisible',
-        'ApproximateNumberOfMessagesDelayed',
-      ],
-    }),
-  );
-  return {
-    visible: Number(Attributes.ApproximateNumberOfMessages ?? 0),
-    inFlight: Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0),
-    delayed: Number(Attributes.ApproximateNumberOfMessagesDelayed ?? 0),
   };
 }
 

@@ -2,9 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../../infra/cli/cli.ts';
 import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
-import { post, startRelay, stopRunning, until } from '../support/relay-process.ts';
+import { operatorCommand, post, startRelay, stopRunning, until } from '../support/relay-process.ts';
 
 /**
  * The operator commands against a real `npm start` (contract §4): dead letters with their
@@ -36,25 +35,7 @@ async function startOpsRelay() {
   return { ...relay, env };
 }
 
-/** One operator command, as the bin runs it. */
-async function cli(argv: string[], env: Record<string, string>) {
-  const out: string[] = [];
-  let err = '';
-  const code = await runCli(argv, {
-    stdout: (line) => out.push(line),
-    stderr: (text) => {
-      err += text;
-    },
-    env,
-    progressBar: false,
-    now: Date.now,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    interrupted: () => false,
-    readStdin: async () => new Uint8Array(),
-    readSecret: async () => '',
-  });
-  return { code, out: out.join('\n'), err };
-}
+const cli = operatorCommand;
 
 async function json<T = Record<string, unknown>>(argv: string[], env: Record<string, string>) {
   const { code, out, err } = await cli([...argv, '--json'], env);

@@ -80,27 +80,10 @@ export async function startRelay(
   return { sim, child, output, url, dir };
 }
 
-/** Posts `body` signed under the given `webhook-id` now; the answer's text as sent. */
-export async function postAs(url: string, id: string, body: string) {
+/** `body` posted signed under `id` now, with `headers` over the signed ones. */
+function signedPost(url: string, id: string, body: string, headers: Record<string, string> = {}) {
   const timestamp = Math.floor(Date.now() / 1000);
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signWebhook(KEY, id, timestamp, new TextEncoder().encode(body)),
-    },
-    body,
-  });
-  return { status: response.status, text: await response.text() };
-}
-
-export async function post(url: string, body: string, headers: Record<string, string> = {}) {
-  messageCount++;
-  const id = `msg_e2e${messageCount}`;
-  const timestamp = Math.floor(Date.now() / 1000);
-  const response = await fetch(url, {
+  return fetch(url, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -111,6 +94,18 @@ export async function post(url: string, body: string, headers: Record<string, st
     },
     body,
   });
+}
+
+/** Posts `body` signed under the given `webhook-id` now; the answer's text as sent. */
+export async function postAs(url: string, id: string, body: string) {
+  const response = await signedPost(url, id, body);
+  return { status: response.status, text: await response.text() };
+}
+
+/** Posts `body` signed under a new `webhook-id`; the answer's status and JSON. */
+export async function post(url: string, body: string, headers: Record<string, string> = {}) {
+  messageCount++;
+  const response = await signedPost(url, `msg_e2e${messageCount}`, body, headers);
   return {
     status: response.status,
     body: (await response.json()) as {
@@ -170,23 +165,10 @@ export function deadLettered(output: readonly string[]): Map<string, string> {
  * event has.
  */
 export async function deadLettersIn(dir: string) {
-  let out = '';
-  let err = '';
-  const code = await runCli(['dead-letters', '--local', '--json', '--limit', '100000'], {
-    stdout: (line) => {
-      out += line;
-    },
-    stderr: (text) => {
-      err += text;
-    },
-    env: { MAUTIC_RELAY_DIR: dir, MAUTIC_RELAY_HIDE_SECONDS: '2' },
-    progressBar: false,
-    now: Date.now,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-    interrupted: () => false,
-    readStdin: async () => new Uint8Array(),
-    readSecret: async () => '',
-  });
+  const { code, out, err } = await operatorCommand(
+    ['dead-letters', '--local', '--json', '--limit', '100000'],
+    { MAUTIC_RELAY_DIR: dir, MAUTIC_RELAY_HIDE_SECONDS: '2' },
+  );
   if (code !== 0) throw new Error(`dead-letters exited ${code}: ${err}`);
   const { items } = JSON.parse(out) as { items: Array<{ eventId: string; reason: string }> };
   const reasons = new Map<string, string>();
@@ -203,4 +185,24 @@ export function itemsCreated(sim: MauticSimulator, entity: string): number {
   return sim.requests
     .filter((r) => r.path === `/api/${entity}/batch/new` && r.status >= 200 && r.status < 300)
     .reduce((sum, r) => sum + (r.items ?? 0), 0);
+}
+
+/** One operator command run in this process, as the bin runs it: exit code, stdout, stderr. */
+export async function operatorCommand(argv: string[], env: Record<string, string>) {
+  const out: string[] = [];
+  let err = '';
+  const code = await runCli(argv, {
+    stdout: (line) => out.push(line),
+    stderr: (text) => {
+      err += text;
+    },
+    env,
+    progressBar: false,
+    now: Date.now,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    interrupted: () => false,
+    readStdin: async () => new Uint8Array(),
+    readSecret: async () => '',
+  });
+  return { code, out: out.join('\n'), err };
 }
