@@ -4,7 +4,7 @@
  * a drain or a burst of requests then measures the emulator's share of it (bench:drain showed
  * that loop at 100 % of a core). The SDK clients talk to it over loopback HTTP either way.
  */
-import { isMainThread, parentPort, Worker } from 'node:worker_threads';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { startFauxqs } from 'fauxqs';
 
 export interface FauxqsThread {
@@ -13,8 +13,13 @@ export interface FauxqsThread {
 }
 
 const READY_TIMEOUT_MS = 20_000;
+/**
+ * Marks the thread started below, so another worker that imports this module (a bench's, say)
+ * does not start an emulator of its own.
+ */
+const FAUXQS_THREAD = 'mautic-relay:fauxqs-thread';
 
-if (!isMainThread && parentPort) {
+if (!isMainThread && parentPort && workerData === FAUXQS_THREAD) {
   const port = parentPort;
   const server = await startFauxqs({ port: 0, logger: false });
   port.on('message', () => {
@@ -25,7 +30,7 @@ if (!isMainThread && parentPort) {
 
 /** Starts fauxqs on an ephemeral loopback port in a worker thread. */
 export async function startFauxqsThread(): Promise<FauxqsThread> {
-  const worker = new Worker(new URL(import.meta.url));
+  const worker = new Worker(new URL(import.meta.url), { workerData: FAUXQS_THREAD });
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => {
       void worker.terminate();

@@ -14,10 +14,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CreateQueueCommand,
   DeleteMessageBatchCommand,
+  type DeleteMessageBatchCommandOutput,
   GetQueueAttributesCommand,
   type Message,
   type MessageAttributeValue,
   ReceiveMessageCommand,
+  type ReceiveMessageCommandOutput,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type {
@@ -117,8 +119,24 @@ export type SqsBatchHandler = (
   // biome-ignore lint/suspicious/noConfusingVoidType: lets handlers typed as aws-lambda's SQSHandler fit
 ) => Promise<SQSBatchResponse | undefined | void>;
 
+/**
+ * The two calls the mapping makes: an SQSClient, or the client of `startSqsThread`
+ * (sqs-thread.ts), which makes them on a thread of its own, as the Lambda service's pollers are
+ * not the function's CPU.
+ */
+export interface MappingSqs {
+  send(
+    command: ReceiveMessageCommand,
+    options?: { abortSignal?: AbortSignal },
+  ): Promise<ReceiveMessageCommandOutput>;
+  send(
+    command: DeleteMessageBatchCommand,
+    options?: { abortSignal?: AbortSignal },
+  ): Promise<DeleteMessageBatchCommandOutput>;
+}
+
 export interface SqsEventSourceOptions {
-  sqs: SQSClient;
+  sqs: MappingSqs;
   queueUrl: string;
   queueArn: string;
   handler: SqsBatchHandler;
@@ -181,7 +199,7 @@ export interface InvokeReport {
  * process.once('SIGTERM', () => void source.stop());
  */
 export class SqsEventSource {
-  readonly #sqs: SQSClient;
+  readonly #sqs: MappingSqs;
   readonly #queueUrl: string;
   readonly #queueArn: string;
   readonly #handler: SqsBatchHandler;

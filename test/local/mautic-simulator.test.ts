@@ -1039,6 +1039,27 @@ describe('faults and scripted answers', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(55);
   });
 
+  it('does the work of a passing request inside the latency: applied first, answered when it is over', async () => {
+    const simulator = await start({ faults: { seed: 3, latencyMs: { min: 1_000, max: 1_000 } } });
+    const token = simulator.issueToken().accessToken;
+
+    let answered = false;
+    const reply = api(simulator, 'POST', '/api/contacts/batch/new', {
+      token,
+      body: [{ email: 'early@example.com' }],
+    }).finally(() => {
+      answered = true;
+    });
+    const deadline = performance.now() + 800;
+    while (simulator.records('contacts').length === 0 && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+
+    expect(simulator.records('contacts')).toHaveLength(1);
+    expect(answered).toBe(false);
+    expect((await reply).status).toBe(201);
+  });
+
   it('answers injected responses first, the given number of times', async () => {
     const simulator = await start();
     simulator.inject(

@@ -1,0 +1,188 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+} from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { mappingSqsClient } from '../../infra/local/mapping-sqs.ts';
+import { createQueuePair, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
+import {
+  type LocalSqs,
+  queueCounts,
+  sendBodies,
+  startLocalSqs,
+  uniqueQueueName,
+} from '../support/local-sqs.ts';
+
+let local: LocalSqs;
+
+beforeAll(async () => {
+  local = await startLocalSqs();
+});
+
+afterAll(async () => {
+  await local.stop();
+});
+
+function client(endpoint = local.endpoint) {
+  const sqs = mappingSqsClient(endpoint);
+  onTestFinished(() => sqs.destroy());
+  return sqs;
+}
+
+async function queue(): Promise<string> {
+  const pair = await createQueuePair(local.sqs, {
+    name: uniqueQueueName('mapping'),
+    maxReceiveCount: 5,
+    visibilityTimeoutSeconds: 30,
+  });
+  return pair.queueUrl;
+}
+
+/** A loopback server answering every request with `status` and `body`; closed after the test. */
+async function answering(status: number, body: string): Promise<string> {
+  const server = createServer((_req, res) => res.writeHead(status).end(body));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  onTestFinished(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe('mappingSqsClient', () => {
+  it('receives and deletes as the SDK does, with the same shapes (binary attributes as bytes)', async () => {
+    const queueUrl = await queue();
+    const bytes = Uint8Array.from([0, 1, 2, 250, 255]);
+    await local.sqs.send(
+      new SendMessageCommand({
+        QueueUrl: queueUrl,
+        MessageBody: '{"hello":"world"}',
+        MessageAttributes: {
+          'relay.reason': { DataType: 'String', StringValue: 'mautic_rejected' },
+          blob: { DataType: 'Binary', BinaryValue: bytes },
+        },
+      }),
+    );
+    const sqs = client();
+
+    const { Messages = [] } = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 1,
+        MessageSystemAttributeNames: ['All'],
+        MessageAttributeNames: ['All'],
+      }),
+    );
+    const [message] = Messages;
+    const deleted = await sqs.send(
+      new DeleteMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: [{ Id: 'only', ReceiptHandle: message?.ReceiptHandle }],
+      }),
+    );
+
+    expect(Messages).toHaveLength(1);
+    expect(message?.Body).toBe('{"hello":"world"}');
+    expect(message?.Attributes?.ApproximateReceiveCount).toBe('1');
+    expect(message?.MessageAttributes?.['relay.reason']?.StringValue).toBe('mautic_rejected');
+    expect(message?.MessageAttributes?.blob?.BinaryValue).toBeInstanceOf(Uint8Array);
+    expect([...(message?.MessageAttributes?.blob?.BinaryValue ?? [])]).toEqual([...bytes]);
+    expect(deleted.Successful?.map((entry) => entry.Id)).toEqual(['only']);
+    expect(await queueCounts(local.sqs, queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+  });
+
+  it("rejects with the emulator's error type and message when a call fails", async () => {
+    const missing = `${local.endpoint}/000000000000/${uniqueQueueName('missing')}`;
+
+    const error = await client()
+      .send(new ReceiveMessageCommand({ QueueUrl: missing, MaxNumberOfMessages: 1 }))
+      .catch((caught: unknown) => caught);
+
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).name).toMatch(/NonExistentQueue|QueueDoesNotExist/);
+    expect((error as Error).message).not.toBe('');
+  });
+
+  it('cuts a long poll short when its signal aborts', async () => {
+    const queueUrl = await queue();
+
+    const poll = client().send(
+      new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 5 }),
+      { abortSignal: AbortSignal.timeout(50) },
+    );
+
+    await expect(poll).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  it('refuses an answer that is not JSON, and calls other than the two the mapping makes', async () => {
+    const garbled = client(await answering(200, '<html>busy</html>'));
+
+    const notJson = await garbled
+      .send(new ReceiveMessageCommand({ QueueUrl: 'q' }))
+      .catch((caught: unknown) => caught);
+    const other = await client()
+      .send(
+        new SendMessageCommand({
+          QueueUrl: 'q',
+          MessageBody: 'x',
+        }) as unknown as ReceiveMessageCommand,
+      )
+      .catch((caught: unknown) => caught);
+
+    expect(notJson).toMatchObject({
+      message: 'ReceiveMessage: the emulator answered 200 with a body that is not JSON',
+    });
+    expect(other).toBeInstanceOf(TypeError);
+    expect(() => mappingSqsClient('https://sqs.us-east-1.amazonaws.com')).toThrow(TypeError);
+  });
+
+  it('names an error answer without a type after its status', async () => {
+    const failing = client(await answering(503, ''));
+
+    const error = await failing
+      .send(new DeleteMessageBatchCommand({ QueueUrl: 'q', Entries: [] }))
+      .catch((caught: unknown) => caught);
+
+    expect(error).toMatchObject({
+      name: 'HTTP 503',
+      message: 'DeleteMessageBatch failed with 503',
+    });
+  });
+
+  it('feeds the event source: a batch received, handled and deleted', async () => {
+    const queueUrl = await queue();
+    const pair = {
+      queueUrl,
+      queueArn: `arn:aws:sqs:us-east-1:000000000000:${queueUrl.split('/').pop()}`,
+    };
+    await sendBodies(local.sqs, queueUrl, ['a', 'b', 'c']);
+    const bodies: string[] = [];
+    const source = new SqsEventSource({
+      sqs: client(),
+      ...pair,
+      batchSize: 10,
+      batchWindowMs: 0,
+      handler: async (event) => {
+        bodies.push(...event.Records.map((record) => record.body));
+        return { batchItemFailures: [] };
+      },
+    });
+
+    const report = await source.pollOnce();
+    await source.stop();
+
+    expect(report?.deleted).toHaveLength(bodies.length);
+    expect(bodies.length).toBeGreaterThan(0);
+    expect(await queueCounts(local.sqs, queueUrl)).toEqual({
+      visible: 3 - bodies.length,
+      inFlight: 0,
+    });
+  });
+});
