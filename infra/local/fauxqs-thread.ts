@@ -3,12 +3,34 @@
  * the emulator, the ingest front and the batch handler would otherwise share one event loop, and
  * a drain or a burst of requests then measures the emulator's share of it (bench:drain showed
  * that loop at 100 % of a core). The SDK clients talk to it over loopback HTTP either way.
+ *
+ * The same thread also makes the local event source's SQS calls (`mappingSqs()`): in the cloud
+ * the mapping's pollers are the Lambda service's, not the function's, but locally their 20
+ * receives and 20 deletes per 200-event batch, each an HTTP exchange, took as much of the batch
+ * handler's event loop as the handler itself, and its calls to Mautic waited behind them. Here
+ * the handler's thread only posts each call to this thread and reads back its answer.
  */
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import {
+  isMainThread,
+  type MessagePort,
+  parentPort,
+  Worker,
+  workerData,
+} from 'node:worker_threads';
+import {
+  DeleteMessageBatchCommand,
+  type DeleteMessageBatchCommandOutput,
+  ReceiveMessageCommand,
+  type ReceiveMessageCommandOutput,
+} from '@aws-sdk/client-sqs';
 import { startFauxqs } from 'fauxqs';
+import { mappingSqsClient } from './mapping-sqs.ts';
+import type { MappingSqs } from './sqs-event-source.ts';
 
 export interface FauxqsThread {
   port: number;
+  /** The event source's client: its calls are made on the emulator's thread. */
+  mappingSqs(): MappingSqs & { destroy(): void };
   stop(): Promise<void>;
 }
 
@@ -19,13 +41,71 @@ const READY_TIMEOUT_MS = 20_000;
  */
 const FAUXQS_THREAD = 'mautic-relay:fauxqs-thread';
 
+type Operation = 'ReceiveMessage' | 'DeleteMessageBatch';
+/** Handler thread → emulator thread, on a mapping client's own channel. */
+type CallMessage =
+  | { type: 'call'; id: number; operation: Operation; input: unknown }
+  | { type: 'abort'; id: number };
+/** Emulator thread → handler thread. */
+type AnswerMessage =
+  | { id: number; output: unknown }
+  | { id: number; error: { name: string; message: string } };
+
 if (!isMainThread && parentPort && workerData === FAUXQS_THREAD) {
   const port = parentPort;
   const server = await startFauxqs({ port: 0, logger: false });
-  port.on('message', () => {
-    void server.stop().then(() => port.postMessage({ stopped: true }));
+  const endpoint = `http://127.0.0.1:${server.port}`;
+  const mappings: Array<{ channel: MessagePort; client: { destroy(): void } }> = [];
+  port.on('message', (message: 'stop' | { type: 'mapping'; channel: MessagePort }) => {
+    if (message === 'stop') {
+      // Nothing more is answered: calls still open are rejected on the other side when this
+      // thread ends, all alike.
+      for (const { channel, client } of mappings) {
+        channel.close();
+        client.destroy();
+      }
+      void server.stop().then(() => port.postMessage({ stopped: true }));
+      return;
+    }
+    const client = mappingSqsClient(endpoint);
+    mappings.push({ channel: message.channel, client });
+    serveMapping(message.channel, client);
   });
   port.postMessage({ port: server.port });
+}
+
+/** Makes the calls that arrive on `channel` with `client`, answering each on the channel. */
+function serveMapping(channel: MessagePort, client: MappingSqs): void {
+  const aborts = new Map<number, AbortController>();
+  channel.on('message', (message: CallMessage) => {
+    if (message.type === 'abort') {
+      aborts.get(message.id)?.abort();
+      return;
+    }
+    const { id, operation, input } = message;
+    const controller = new AbortController();
+    aborts.set(id, controller);
+    const options = { abortSignal: controller.signal };
+    const call =
+      operation === 'ReceiveMessage'
+        ? client.send(new ReceiveMessageCommand(input as ReceiveMessageCommand['input']), options)
+        : client.send(
+            new DeleteMessageBatchCommand(input as DeleteMessageBatchCommand['input']),
+            options,
+          );
+    call.then(
+      (output) => {
+        aborts.delete(id);
+        channel.postMessage({ id, output } satisfies AnswerMessage);
+      },
+      (error: unknown) => {
+        aborts.delete(id);
+        const { name, message: text } =
+          error instanceof Error ? error : { name: 'Error', message: String(error) };
+        channel.postMessage({ id, error: { name, message: text } } satisfies AnswerMessage);
+      },
+    );
+  });
 }
 
 /** Starts fauxqs on an ephemeral loopback port in a worker thread. */
@@ -48,6 +128,7 @@ export async function startFauxqsThread(): Promise<FauxqsThread> {
   let stopping: Promise<void> | undefined;
   return {
     port,
+    mappingSqs: () => threadMappingSqs(worker),
     stop() {
       stopping ??= (async () => {
         const stopped = new Promise<void>((resolve) => {
@@ -61,4 +142,92 @@ export async function startFauxqsThread(): Promise<FauxqsThread> {
       return stopping;
     },
   };
+}
+
+/**
+ * A mapping client whose calls the emulator's thread makes (with `mappingSqsClient`), over a
+ * channel of its own. Errors come back with their name and message; an abort signal aborts the
+ * call there. Calls still open when it is destroyed, or when the thread ends, are rejected.
+ */
+function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
+  const { port1: here, port2: there } = new MessageChannel();
+  worker.postMessage({ type: 'mapping', channel: there }, [there]);
+  const pending = new Map<number, { resolve(output: unknown): void; reject(error: Error): void }>();
+  let nextId = 0;
+  let closed: Error | undefined;
+  const closeAll = (error: Error) => {
+    closed ??= error;
+    for (const call of pending.values()) call.reject(error);
+    pending.clear();
+    here.close();
+  };
+  const onExit = () => closeAll(new Error('the fauxqs thread has stopped'));
+  worker.once('exit', onExit);
+  here.on('message', (answer: AnswerMessage) => {
+    const call = pending.get(answer.id);
+    if (call === undefined) return;
+    pending.delete(answer.id);
+    if ('error' in answer) {
+      call.reject(Object.assign(new Error(answer.error.message), { name: answer.error.name }));
+    } else call.resolve(answer.output);
+  });
+  // Only open calls keep the process alive, as a socket of the HTTP client would.
+  here.unref();
+
+  const call = (operation: Operation, input: unknown, signal?: AbortSignal): Promise<unknown> => {
+    if (closed) return Promise.reject(closed);
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const id = nextId++;
+    return new Promise<unknown>((resolve, reject) => {
+      const onAbort = () => here.postMessage({ type: 'abort', id } satisfies CallMessage);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const settle = () => {
+        signal?.removeEventListener('abort', onAbort);
+        if (pending.size === 0) here.unref();
+      };
+      pending.set(id, {
+        resolve: (output) => {
+          settle();
+          resolve(output);
+        },
+        reject: (error) => {
+          settle();
+          reject(error);
+        },
+      });
+      here.ref();
+      here.postMessage({ type: 'call', id, operation, input } satisfies CallMessage);
+    });
+  };
+  const client = {
+    async send(
+      command: ReceiveMessageCommand | DeleteMessageBatchCommand,
+      options?: { abortSignal?: AbortSignal },
+    ) {
+      if (command instanceof ReceiveMessageCommand) {
+        const output = (await call(
+          'ReceiveMessage',
+          command.input,
+          options?.abortSignal,
+        )) as ReceiveMessageCommandOutput;
+        // Structured cloning turns a Buffer into a plain Uint8Array: bytes either way.
+        return output;
+      }
+      if (command instanceof DeleteMessageBatchCommand) {
+        return (await call(
+          'DeleteMessageBatch',
+          command.input,
+          options?.abortSignal,
+        )) as DeleteMessageBatchCommandOutput;
+      }
+      throw new TypeError(
+        'the mapping client makes ReceiveMessage and DeleteMessageBatch calls only',
+      );
+    },
+    destroy() {
+      worker.off('exit', onExit);
+      if (!closed) closeAll(new Error('the mapping client was destroyed'));
+    },
+  };
+  return client as MappingSqs & { destroy(): void };
 }

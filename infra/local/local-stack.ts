@@ -29,7 +29,6 @@ import { startHttpFront } from './http-front.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
-import { mappingSqsClient } from './mapping-sqs.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
@@ -258,7 +257,7 @@ async function start(
   );
   // One mapping with the function's concurrency: its pollers gather ahead of the invocations,
   // and make their SQS calls without the SDK's CPU cost, which is not the function's in the cloud.
-  const mappingSqs = mappingSqsClient(`http://127.0.0.1:${fauxqs.port}`);
+  const mappingSqs = fauxqs.mappingSqs();
   stops.push(async () => mappingSqs.destroy());
   const poller = new SqsEventSource({
     sqs: mappingSqs,

@@ -1,11 +1,11 @@
 /**
  * The local event source's two SQS calls (ReceiveMessage, DeleteMessageBatch) as plain AWS JSON
  * 1.0 requests to the emulator. Written here rather than taken from the AWS SDK on purpose: in
- * the cloud the mapping's pollers are the Lambda service's, not the function's CPU, but locally
- * they share the batch handler's event loop, and through the SDK (signing, serialising, its
- * middleware) each call cost about 0.4 ms of CPU: a 200-event batch takes 20 receives and 20
- * deletes, so bench:drain spent most of its loop there and the handler's calls to Mautic waited
- * behind them (0.56–0.69 of ideal; 0.84–0.86 with these). The emulator does not check
+ * the cloud the mapping's pollers are the Lambda service's, not the function's CPU; locally they
+ * run on the emulator's thread (fauxqs-thread.ts), and through the SDK (signing, serialising,
+ * its middleware) each call cost about 0.4 ms of CPU: a 200-event batch takes 20 receives and 20
+ * deletes (bench:drain: 0.56–0.69 of ideal through the SDK on the handler's loop, 0.84–0.86 with
+ * these there, 0.88–0.91 with these on the emulator's thread). The emulator does not check
  * signatures, so none is made; this is never pointed at AWS.
  *
  * Outputs have the SDK's shapes (binary attribute values as bytes); an error answer becomes an
