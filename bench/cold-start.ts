@@ -32,7 +32,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { type BuildOptions, build, version as esbuildVersion } from 'esbuild';
-import { RELAY_BUNDLING } from '../infra/aws/relay-function.ts';
+import { RELAY_BUNDLING, relayAliases } from '../infra/aws/relay-function.ts';
 
 type Name = 'empty' | 'ingest' | 'batch' | 'refresh';
 
@@ -166,8 +166,17 @@ try {
  * know fails the bench, so the two cannot silently part.
  */
 function esbuildOptions(): BuildOptions {
-  const { format, target, mainFields, sourceMap, sourcesContent, minify, externalModules, banner } =
-    RELAY_BUNDLING;
+  const {
+    format,
+    target,
+    mainFields,
+    sourceMap,
+    sourcesContent,
+    minify,
+    externalModules,
+    banner,
+    esbuildArgs,
+  } = RELAY_BUNDLING;
   const known = new Set([
     'format',
     'target',
@@ -177,6 +186,7 @@ function esbuildOptions(): BuildOptions {
     'minify',
     'externalModules',
     'banner',
+    'esbuildArgs',
   ]);
   const unknown = Object.keys(RELAY_BUNDLING).filter((key) => !known.has(key));
   if (unknown.length > 0) {
@@ -184,8 +194,16 @@ function esbuildOptions(): BuildOptions {
       `RELAY_BUNDLING sets ${unknown.join(', ')}, which bench/cold-start.ts does not translate yet`,
     );
   }
+  const unknownArgs = Object.keys(esbuildArgs).filter((key) => key !== '--alias');
+  if (unknownArgs.length > 0) {
+    throw new Error(
+      `RELAY_BUNDLING.esbuildArgs sets ${unknownArgs.join(', ')}, which bench/cold-start.ts does not translate yet`,
+    );
+  }
   return {
     format: format === 'esm' ? 'esm' : 'cjs',
+    // `--alias:name=path`, as NodejsFunction passes each entry of the '--alias' list.
+    alias: relayAliases(),
     target,
     mainFields: [...mainFields],
     sourcemap: sourceMap,

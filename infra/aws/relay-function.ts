@@ -14,6 +14,8 @@ const ROOT = path.resolve(import.meta.dirname, '..', '..');
  * is written beside the bundle, without the sources, for reading a stack trace offline; it is not
  * loaded at run time: `--enable-source-maps` made Node parse it at INIT, which cost more than the
  * rest of the handler's start (measured by `npm run bench:cold-start`; see the README).
+ * `node:http` is aliased to `node-http.cjs`, which takes the built-in without Node's ESM facade
+ * (it loaded undici at INIT: the file says why).
  */
 export const RELAY_BUNDLING = {
   format: nodejs.OutputFormat.ESM,
@@ -23,10 +25,24 @@ export const RELAY_BUNDLING = {
   sourcesContent: false,
   minify: true,
   externalModules: [],
+  // Paths are resolved in the project root, where NodejsFunction (and the bench) run esbuild.
+  esbuildArgs: {
+    '--alias': ['node:http=./infra/aws/node-http.cjs', 'http=./infra/aws/node-http.cjs'],
+  },
   // ESM output still meets packages that call require(); give them one.
   banner:
     "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
 } as const satisfies nodejs.BundlingOptions;
+
+/** RELAY_BUNDLING's `--alias:name=path` entries as esbuild's `alias` option (for the bench). */
+export function relayAliases(): Record<string, string> {
+  return Object.fromEntries(
+    RELAY_BUNDLING.esbuildArgs['--alias'].map((entry) => {
+      const at = entry.indexOf('=');
+      return [entry.slice(0, at), entry.slice(at + 1)];
+    }),
+  );
+}
 
 /** Settings of one relay function. */
 export interface RelayFunctionProps {
