@@ -1,8 +1,8 @@
 /**
- * What a cold start costs before the first request: each Lambda handler bundled with the options
- * the CDK stack bundles it with (RELAY_BUNDLING, exported by infra/aws/relay-function.ts and
- * translated here to esbuild's options), then started in fresh Node processes, against an empty
- * handler bundled the same way. Prints each bundle's size (index.mjs, its gzip size as an
+ * What a cold start costs before the first request: each Lambda function's bundle as `cdk synth`
+ * writes it (run here for the `dev` environment into a temporary folder), started in fresh Node
+ * processes, against an empty handler bundled with the same options (RELAY_BUNDLING, exported by
+ * infra/aws/relay-function.ts and translated here to esbuild's). Prints each bundle's size (index.mjs, its gzip size as an
  * approximation of the zip, and the map), its INIT time median and p90, the ratio of that median
  * to the empty handler's in the same run, and a last line `SUMMARY {json}` for scripts.
  *
@@ -42,6 +42,8 @@ const CHILD_TIMEOUT_MS = 15_000;
 /** The whole run, children included, stops here whatever happens. */
 const RUN_TIMEOUT_MS = 120_000;
 const RESULT_PREFIX = 'COLD_START_RESULT ';
+/** The environment whose stack is synthesized (cdk.json); every one bundles alike. */
+const SYNTH_ENV = 'dev';
 
 /** What every function's environment holds, fake but plausible. */
 const COMMON_ENV: Readonly<Record<string, string>> = {
@@ -214,30 +216,27 @@ function esbuildOptions(): BuildOptions {
   };
 }
 
-/** The empty handler, then the three functions, each bundled as the CDK stack bundles them. */
+/**
+ * The empty handler, bundled here with RELAY_BUNDLING, then the three functions' bundles as
+ * `cdk synth` writes them (the stack's own NodejsFunction bundling, into this run's folder).
+ */
 async function bundleAll(dir: string): Promise<Bundle[]> {
   const emptyEntry = path.join(dir, 'empty-handler.ts');
   await writeFile(emptyEntry, 'export const handler = async () => {};\n');
-  const entries: Array<[Name, string]> = [
-    ['empty', emptyEntry],
-    ...HANDLERS.map((name): [Name, string] => [
-      name,
-      path.join(ROOT, 'functions', name, 'index.ts'),
-    ]),
-  ];
+  const emptyFile = path.join(dir, 'empty', 'index.mjs');
+  // What `esbuild --bundle` gets from NodejsFunction with the stack's bundling props.
+  await build({
+    ...esbuildOptions(),
+    absWorkingDir: ROOT,
+    entryPoints: [emptyEntry],
+    outfile: emptyFile,
+    bundle: true,
+    platform: 'node',
+    logLevel: 'warning',
+  });
+  const files: Array<[Name, string]> = [['empty', emptyFile], ...(await synthBundles(dir))];
   return Promise.all(
-    entries.map(async ([name, entry]) => {
-      const file = path.join(dir, name, 'index.mjs');
-      // What `esbuild --bundle` gets from NodejsFunction with the stack's bundling props.
-      await build({
-        ...esbuildOptions(),
-        absWorkingDir: ROOT,
-        entryPoints: [entry],
-        outfile: file,
-        bundle: true,
-        platform: 'node',
-        logLevel: 'warning',
-      });
+    files.map(async ([name, file]) => {
       const code = await readFile(file);
       return {
         name,
@@ -248,6 +247,58 @@ async function bundleAll(dir: string): Promise<Bundle[]> {
       };
     }),
   );
+}
+
+/**
+ * Runs `cdk synth` for the `dev` environment into `dir` and finds each function's bundle from the
+ * template: the asset folder of the Lambda function whose logical id starts with its name.
+ */
+async function synthBundles(dir: string): Promise<Array<[Name, string]>> {
+  const out = path.join(dir, 'cdk.out');
+  const cdk = path.join(ROOT, 'node_modules', 'aws-cdk', 'bin', 'cdk');
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [cdk, 'synth', '--no-notices', '-q', '-c', `env=${SYNTH_ENV}`, '-o', out],
+      {
+        cwd: ROOT,
+        // The app runs as `node infra/aws/app.ts` (cdk.json): this Node, not the machine's.
+        env: {
+          ...process.env,
+          CDK_DISABLE_CLI_TELEMETRY: 'true',
+          PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`,
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    children.add(child);
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    child.once('error', reject);
+    child.once('close', (code) => {
+      children.delete(child);
+      if (code === 0) resolve();
+      else reject(new Error(`cdk synth exited ${code}:\n${stderr.trim().slice(-2000)}`));
+    });
+  });
+  const template = JSON.parse(
+    await readFile(path.join(out, `MauticRelay-${SYNTH_ENV}.template.json`), 'utf8'),
+  ) as {
+    Resources: Record<string, { Type: string; Metadata?: Record<string, unknown> }>;
+  };
+  return HANDLERS.map((name): [Name, string] => {
+    const prefix = `${name[0]?.toUpperCase()}${name.slice(1)}Function`;
+    const found = Object.entries(template.Resources).find(
+      ([id, resource]) => resource.Type === 'AWS::Lambda::Function' && id.startsWith(prefix),
+    );
+    const asset = found?.[1].Metadata?.['aws:asset:path'];
+    if (typeof asset !== 'string') {
+      throw new Error(`the synthesized template has no ${prefix} with a bundled asset`);
+    }
+    return [name, path.join(out, asset, 'index.mjs')];
+  });
 }
 
 /** The child's program: the import alone is timed, and the result is one marked JSON line. */
@@ -457,6 +508,9 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
       : `INIT under the real runtime interface client (${path.relative(ROOT, ric) || ric}): spawn to its first /next`,
   );
   console.log(
+    `bundles: ingest, batch and refresh from \`cdk synth -c env=${SYNTH_ENV}\` (NodejsFunction with RELAY_BUNDLING); empty: esbuild with RELAY_BUNDLING`,
+  );
+  console.log(
     `${'bundle'.padEnd(9)}${'index.mjs B'.padStart(13)}${'gzip B'.padStart(11)}` +
       `${'.map B'.padStart(12)}${'init p50 ms'.padStart(13)}${'init p90 ms'.padStart(13)}` +
       `${'× empty'.padStart(9)}${'+ms empty'.padStart(11)}${'process p50 ms'.padStart(16)}`,
@@ -482,6 +536,7 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
       figure: 'cold_start_init_ratio',
       value: round(worst / baseline.initP50, 2),
       runtime: ric === undefined ? 'loader' : 'aws-lambda-ric',
+      bundles: 'cdk-synth',
       baseline_empty_init_ms_p50: round(baseline.initP50, 1),
       ...Object.fromEntries(
         bundles
