@@ -10,8 +10,8 @@
  *
  * The relay's process also holds the queue emulator, so its memory and CPU include fauxqs'. It
  * is measured with de-duplication off (DEDUP_WINDOW_SECONDS=0) twice: the front on the
- * emulator's event loop, and the front in a worker thread (the local stack's shape: fauxqs runs
- * on a thread of its own there). Then once more with de-duplication on, on one loop, where every
+ * emulator's event loop, and the front on a thread of its own (the local stack's shape:
+ * infra/local/ingest-thread.ts, with fauxqs on another thread). Then once more with de-duplication on, on one loop, where every
  * request also makes two calls to the store (a conditional put to claim its id, an update with
  * the answer): locally the store is dynalite, which manages only several hundred conditional
  * writes per second, so that side measures dynalite, not DynamoDB. The last line is
@@ -23,7 +23,6 @@ import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:htt
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
@@ -62,9 +61,7 @@ interface PhaseResult {
   errors: string[];
 }
 
-if (!isMainThread) {
-  await serveIngestFront(workerData as FrontData);
-} else if (process.argv[2] === 'serve') {
+if (process.argv[2] === 'serve') {
   await serve(process.argv[3] as Side);
 } else {
   await main();
@@ -417,7 +414,7 @@ async function startRelay(secret: string, side: Side): Promise<BenchServer> {
     const data: FrontData = { secret, endpoint: local.endpoint, queueUrl };
     const front =
       side === 'relay-worker'
-        ? await startFrontWorker(data)
+        ? await startFrontThread(data)
         : await startIngestFront(
             data,
             dedup.client && dedup.tableName
@@ -487,36 +484,22 @@ async function startIngestFront(
   };
 }
 
-/** The ingest front in a worker thread; the queue emulator stays on this thread. */
-async function startFrontWorker(data: FrontData): Promise<{ url: string; close(): Promise<void> }> {
-  const worker = new Worker(new URL(import.meta.url), { workerData: data });
-  const url = await new Promise<string>((resolve, reject) => {
-    worker.once('message', (message: { url?: string; error?: string }) =>
-      message.url ? resolve(message.url) : reject(new Error(message.error)),
-    );
-    worker.once('error', reject);
+/**
+ * The ingest front on a thread of its own, as the local stack runs it (infra/local/ingest-thread.ts);
+ * the queue emulator stays on this thread.
+ */
+async function startFrontThread(data: FrontData): Promise<{ url: string; close(): Promise<void> }> {
+  const [{ startIngestThread }, { ENV, loadIngestConfig }] = await Promise.all([
+    import('../infra/local/ingest-thread.ts'),
+    import('../functions/shared/config.ts'),
+  ]);
+  const config = loadIngestConfig({
+    [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
+    [ENV.WEBHOOK_SECRET]: data.secret,
+    [ENV.DEDUP_WINDOW_SECONDS]: '0',
   });
-  return {
-    url,
-    async close() {
-      const closed = new Promise<void>((resolve) => worker.once('message', () => resolve()));
-      worker.postMessage('close');
-      await closed;
-      await worker.terminate();
-    },
-  };
-}
-
-async function serveIngestFront(data: FrontData): Promise<void> {
-  try {
-    const front = await startIngestFront(data);
-    parentPort?.on('message', () => {
-      void front.close().then(() => parentPort?.postMessage({ closed: true }));
-    });
-    parentPort?.postMessage({ url: front.url });
-  } catch (error) {
-    parentPort?.postMessage({ error: error instanceof Error ? error.message : String(error) });
-  }
+  // Nothing is printed on the happy path; a refused request would fail the run anyway.
+  return startIngestThread({ config, sqsEndpoint: data.endpoint, debug: false }, () => {});
 }
 
 /** The least a receiver must do: check the Standard Webhooks signature, answer 202. */

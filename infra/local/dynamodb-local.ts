@@ -64,6 +64,8 @@ export function dynamoDbClient(endpoint: string): DynamoDBClient {
  */
 export async function startDedupStore(windowSeconds: number): Promise<{
   client: DynamoDBClient | undefined;
+  /** Where the store listens, for clients of other threads. */
+  endpoint: string | undefined;
   tableName: string | undefined;
   description: string;
   close(): Promise<void>;
@@ -71,6 +73,7 @@ export async function startDedupStore(windowSeconds: number): Promise<{
   if (windowSeconds === 0) {
     return {
       client: undefined,
+      endpoint: undefined,
       tableName: undefined,
       description: 'off (DEDUP_WINDOW_SECONDS=0)',
       close: async () => {},
@@ -85,6 +88,7 @@ export async function startDedupStore(windowSeconds: number): Promise<{
   }
   return {
     client: store.client,
+    endpoint: store.endpoint,
     tableName: LOCAL_DEDUP_TABLE,
     description: `dynalite at ${store.endpoint}, request ids kept ${windowSeconds} s`,
     close: () => store.close(),

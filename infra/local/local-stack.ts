@@ -4,7 +4,6 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
-import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import {
   ConfigError,
@@ -25,7 +24,7 @@ import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts'
 import { startControlServer } from './control.ts';
 import { startDedupStore } from './dynamodb-local.ts';
 import { startFauxqsThread } from './fauxqs-thread.ts';
-import { startHttpFront } from './http-front.ts';
+import { startIngestThread } from './ingest-thread.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
@@ -191,7 +190,7 @@ async function start(
   );
   await secrets.send(new CreateSecretCommand({ Name: ids.tokenSecretId, SecretString: '{}' }));
 
-  // On a thread of its own: the ingest front and the batch handler keep this loop.
+  // On a thread of its own: the batch handler keeps this loop, the ingest one of its own.
   const fauxqs = await startFauxqsThread();
   stops.push(() => fauxqs.stop());
   const sqs = new SQSClient({ ...localAws, endpoint: `http://127.0.0.1:${fauxqs.port}` });
@@ -314,22 +313,19 @@ async function start(
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
   });
-  const ingest = await buildIngestHandler(ingestConfig, {
-    sqs,
-    secrets,
-    logger,
-    ...(dedup.client ? { dynamodb: dedup.client } : {}),
-  });
-  // --- end operator commands
-  const front = await startHttpFront({
-    handler: async (event, context) => {
-      const answer = await ingest(event, context);
-      logger.refusedRequest(answer, event.requestContext.requestId);
-      return answer;
+  // On a thread of its own, as a function of its own: requests and deliveries do not wait on
+  // each other's event loop.
+  const front = await startIngestThread(
+    {
+      config: ingestConfig,
+      sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
+      secretsEndpoint: secretsFake.endpoint,
+      ...(dedup.endpoint === undefined ? {} : { dynamodbEndpoint: dedup.endpoint }),
+      port: config.PORT,
+      debug: config.LOG_LEVEL === 'DEBUG',
     },
-    port: config.PORT,
-    maxBodyBytes: ingestConfig.maxBodyBytes,
-  });
+    print,
+  );
   stops.push(() => front.close());
   const ingestUrl = `${front.url}/events`;
 

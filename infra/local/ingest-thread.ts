@@ -1,0 +1,154 @@
+/**
+ * The ingest function behind the local HTTP front, on a worker thread of its own. In the cloud
+ * the ingest and batch functions are separate functions on separate CPUs; on one event loop here,
+ * a burst of requests and a drain slowed each other (bench:ingest measures both shapes). The
+ * thread builds the function with its own builder (functions/ingest/compose.ts) and its own AWS
+ * clients, pointed at the local stand-ins by endpoint, and prints through the caller's `print`.
+ */
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { buildIngestHandler } from '../../functions/ingest/compose.ts';
+import type { IngestConfig } from '../../functions/shared/config.ts';
+import { dynamoDbClient } from './dynamodb-local.ts';
+import { startHttpFront } from './http-front.ts';
+import { LineLogger } from './line-logger.ts';
+
+export interface IngestThreadOptions {
+  /** As `loadIngestConfig` gives it. */
+  config: Readonly<IngestConfig>;
+  /** The queue emulator: `http://127.0.0.1:<port>`. */
+  sqsEndpoint: string;
+  /** The Secrets Manager stand-in; needed when the configuration names a webhook secret. */
+  secretsEndpoint?: string;
+  /** The de-duplication store; needed unless DEDUP_WINDOW_SECONDS is 0. */
+  dynamodbEndpoint?: string;
+  /** Default 0 (ephemeral); the host is always 127.0.0.1. */
+  port?: number;
+  /** The line logger prints its DEBUG lines too. */
+  debug: boolean;
+}
+
+export interface IngestThread {
+  /** `http://127.0.0.1:<port>`: POST /events. */
+  url: string;
+  close(): Promise<void>;
+}
+
+const READY_TIMEOUT_MS = 30_000;
+const CLOSE_TIMEOUT_MS = 10_000;
+/** Marks the thread started below, so another worker that imports this module starts none. */
+const INGEST_THREAD = 'mautic-relay:ingest-thread';
+
+/** Ingest thread → caller. */
+type ThreadMessage = { line: string } | { url: string } | { error: string } | { closed: true };
+
+const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
+
+if (!isMainThread && parentPort && (workerData as { kind?: unknown })?.kind === INGEST_THREAD) {
+  await serve(parentPort, (workerData as { options: IngestThreadOptions }).options);
+}
+
+async function serve(
+  port: NonNullable<typeof parentPort>,
+  options: IngestThreadOptions,
+): Promise<void> {
+  const post = (message: ThreadMessage) => port.postMessage(message);
+  const local = { region: 'us-east-1', credentials: LOCAL_CREDENTIALS };
+  const sqs = new SQSClient({ ...local, endpoint: options.sqsEndpoint });
+  const secrets =
+    options.secretsEndpoint === undefined
+      ? undefined
+      : new SecretsManagerClient({ ...local, endpoint: options.secretsEndpoint });
+  const dynamodb =
+    options.dynamodbEndpoint === undefined ? undefined : dynamoDbClient(options.dynamodbEndpoint);
+  const destroyClients = () => {
+    sqs.destroy();
+    secrets?.destroy();
+    dynamodb?.destroy();
+  };
+  try {
+    const logger = new LineLogger({ print: (line) => post({ line }), debug: options.debug });
+    const ingest = await buildIngestHandler(options.config, {
+      sqs,
+      logger,
+      ...(secrets ? { secrets } : {}),
+      ...(dynamodb ? { dynamodb } : {}),
+    });
+    const front = await startHttpFront({
+      handler: async (event, context) => {
+        const answer = await ingest(event, context);
+        logger.refusedRequest(answer, event.requestContext.requestId);
+        return answer;
+      },
+      ...(options.port === undefined ? {} : { port: options.port }),
+      maxBodyBytes: options.config.maxBodyBytes,
+    });
+    port.once('message', () => {
+      void front
+        .close()
+        .finally(destroyClients)
+        .then(() => post({ closed: true }));
+    });
+    post({ url: front.url });
+  } catch (error) {
+    destroyClients();
+    post({ error: error instanceof Error ? error.message : String(error) });
+  }
+}
+
+/**
+ * Starts the ingest function and its HTTP front on a worker thread. Rejects with the thread's
+ * error when it cannot start (a bad webhook secret, a port in use); its log lines reach `print`.
+ */
+export async function startIngestThread(
+  options: IngestThreadOptions,
+  print: (line: string) => void,
+): Promise<IngestThread> {
+  const worker = new Worker(new URL(import.meta.url), {
+    workerData: { kind: INGEST_THREAD, options },
+  });
+  let onClosed: (() => void) | undefined;
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      void worker.terminate();
+      reject(new Error(`the ingest thread did not start within ${READY_TIMEOUT_MS} ms`));
+    }, READY_TIMEOUT_MS);
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      void worker.terminate();
+      reject(error);
+    };
+    worker.on('message', (message: ThreadMessage) => {
+      if ('line' in message) print(message.line);
+      else if ('url' in message) {
+        clearTimeout(timer);
+        resolve(message.url);
+      } else if ('error' in message) fail(new Error(message.error));
+      else onClosed?.();
+    });
+    worker.once('error', fail);
+    worker.once('exit', (code) => fail(new Error(`the ingest thread exited (${code})`)));
+  });
+  // After a start, a failure of the thread is told, not thrown: the rest of the stack runs on.
+  worker.removeAllListeners('error').removeAllListeners('exit');
+  worker.on('error', (error) => print(`error: the ingest thread failed: ${error.message}`));
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    close() {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => {
+          onClosed = resolve;
+          worker.once('exit', () => resolve());
+        });
+        worker.postMessage('close');
+        const timer = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
+        await closed;
+        clearTimeout(timer);
+        await worker.terminate();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,117 @@
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { parseCredentials, signWebhook } from '../../functions/core/webhook-auth.ts';
+import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
+import { startIngestThread } from '../../infra/local/ingest-thread.ts';
+import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import {
+  type LocalSqs,
+  receiveUntil,
+  startLocalSqs,
+  uniqueQueueName,
+} from '../support/local-sqs.ts';
+
+let local: LocalSqs;
+let queueUrl: string;
+const secret = `whsec_${randomBytes(32).toString('base64')}`;
+
+beforeAll(async () => {
+  local = await startLocalSqs();
+  ({ queueUrl } = await createQueuePair(local.sqs, {
+    name: uniqueQueueName('ingest-thread'),
+    maxReceiveCount: 5,
+    visibilityTimeoutSeconds: 30,
+  }));
+});
+
+afterAll(async () => {
+  await local.stop();
+});
+
+function config(extra: Record<string, string> = {}) {
+  return loadIngestConfig({
+    [ENV.EVENTS_QUEUE_URL]: queueUrl,
+    [ENV.WEBHOOK_SECRET]: secret,
+    [ENV.DEDUP_WINDOW_SECONDS]: '0',
+    ...extra,
+  });
+}
+
+async function post(url: string, body: string, headers: Record<string, string>) {
+  const response = await fetch(`${url}/events`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+    signal: AbortSignal.timeout(5_000),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+describe('the ingest thread', () => {
+  it('accepts a signed event into the queue and prints a line for a refused request', async () => {
+    const lines: string[] = [];
+    const thread = await startIngestThread(
+      { config: config(), sqsEndpoint: local.endpoint, debug: false },
+      (line) => lines.push(line),
+    );
+    onTestFinished(() => thread.close());
+    const body = JSON.stringify({
+      entity: 'contacts',
+      action: 'create',
+      data: { email: 'thread@example.com' },
+    });
+    const key = parseCredentials({ webhookSecrets: [secret], apiKeys: [] }).webhookKeys[0];
+    if (key === undefined) throw new Error('no key');
+    const id = 'msg_thread_1';
+    const timestamp = Math.floor(Date.now() / 1000);
+
+    const accepted = await post(thread.url, body, {
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signWebhook(key, id, timestamp, Buffer.from(body)),
+    });
+    const refused = await post(thread.url, body, {
+      'webhook-id': 'msg_thread_2',
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': 'v1,AAAA',
+    });
+    const queued = await receiveUntil(local.sqs, queueUrl, 1, { timeoutMs: 5_000 });
+
+    expect(accepted).toMatchObject({ status: 202, body: { accepted: 1 } });
+    expect(refused.status).toBe(401);
+    expect(queued.map((message) => JSON.parse(message.Body ?? '{}').data)).toEqual([
+      { email: 'thread@example.com' },
+    ]);
+    // The line crosses from the thread: wait for it, bounded.
+    for (let i = 0; i < 50 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(lines).toEqual([expect.stringMatching(/^refused request \S+: 401 unauthorized$/)]);
+    expect(lines.join('\n')).not.toContain(secret);
+  });
+
+  it("rejects with the thread's error when the front cannot listen, and stops the thread", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+    const port = (taken.address() as { port: number }).port;
+
+    const started = startIngestThread(
+      { config: config(), sqsEndpoint: local.endpoint, port, debug: false },
+      () => {},
+    );
+
+    await expect(started).rejects.toThrow(/EADDRINUSE/);
+  });
+
+  it('closes: the front stops answering, and a second close is the same', async () => {
+    const thread = await startIngestThread(
+      { config: config(), sqsEndpoint: local.endpoint, debug: false },
+      () => {},
+    );
+
+    await thread.close();
+    await thread.close();
+
+    await expect(post(thread.url, '{}', {})).rejects.toThrow();
+  });
+});
