@@ -55,28 +55,41 @@ if (!isMainThread && parentPort && workerData === FAUXQS_THREAD) {
   const port = parentPort;
   const server = await startFauxqs({ port: 0, logger: false });
   const endpoint = `http://127.0.0.1:${server.port}`;
-  const mappings: Array<{ channel: MessagePort; client: { destroy(): void } }> = [];
+  const channels = new Set<MessagePort>();
   port.on('message', (message: 'stop' | { type: 'mapping'; channel: MessagePort }) => {
     if (message === 'stop') {
       // Nothing more is answered: calls still open are rejected on the other side when this
       // thread ends, all alike.
-      for (const { channel, client } of mappings) {
-        channel.close();
-        client.destroy();
-      }
+      for (const channel of channels) channel.close();
       void server.stop().then(() => port.postMessage({ stopped: true }));
       return;
     }
-    const client = mappingSqsClient(endpoint);
-    mappings.push({ channel: message.channel, client });
-    serveMapping(message.channel, client);
+    const { channel } = message;
+    channels.add(channel);
+    serveMapping(channel, mappingSqsClient(endpoint), () => channels.delete(channel));
   });
   port.postMessage({ port: server.port });
 }
 
-/** Makes the calls that arrive on `channel` with `client`, answering each on the channel. */
-function serveMapping(channel: MessagePort, client: MappingSqs): void {
+/**
+ * Makes the calls that arrive on `channel` with `client`, answering each on the channel. When
+ * the channel closes (the client was destroyed, or the thread stops), the calls still open are
+ * aborted and the client's sockets closed. An aborted long poll can still take a message on
+ * fauxqs (it finishes the poll for a client that left, as the HTTP client alone shows), so the
+ * event source stops its polls before its client is destroyed.
+ */
+function serveMapping(
+  channel: MessagePort,
+  client: MappingSqs & { destroy(): void },
+  onClose: () => void,
+): void {
   const aborts = new Map<number, AbortController>();
+  channel.once('close', () => {
+    for (const controller of aborts.values()) controller.abort();
+    aborts.clear();
+    client.destroy();
+    onClose();
+  });
   channel.on('message', (message: CallMessage) => {
     if (message.type === 'abort') {
       aborts.get(message.id)?.abort();
@@ -96,6 +109,7 @@ function serveMapping(channel: MessagePort, client: MappingSqs): void {
     call.then(
       (output) => {
         aborts.delete(id);
+        if (operation === 'ReceiveMessage') ownBinaryValues(output as ReceiveMessageCommandOutput);
         channel.postMessage({ id, output } satisfies AnswerMessage);
       },
       (error: unknown) => {
@@ -106,6 +120,18 @@ function serveMapping(channel: MessagePort, client: MappingSqs): void {
       },
     );
   });
+}
+
+/**
+ * Binary attribute values as bytes of their own: a Buffer decoded from base64 is a view on a
+ * shared pool, and posting a view clones its whole backing buffer.
+ */
+function ownBinaryValues(output: ReceiveMessageCommandOutput): void {
+  for (const message of output.Messages ?? []) {
+    for (const value of Object.values(message.MessageAttributes ?? {})) {
+      if (value.BinaryValue !== undefined) value.BinaryValue = Uint8Array.from(value.BinaryValue);
+    }
+  }
 }
 
 /** Starts fauxqs on an ephemeral loopback port in a worker thread. */
@@ -126,9 +152,16 @@ export async function startFauxqsThread(): Promise<FauxqsThread> {
     });
   });
   let stopping: Promise<void> | undefined;
+  let exited = false;
+  worker.once('exit', () => {
+    exited = true;
+  });
   return {
     port,
-    mappingSqs: () => threadMappingSqs(worker),
+    mappingSqs: () => {
+      if (exited || stopping) throw new Error('the fauxqs thread has stopped');
+      return threadMappingSqs(worker);
+    },
     stop() {
       stopping ??= (async () => {
         const stopped = new Promise<void>((resolve) => {
@@ -163,6 +196,8 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
   };
   const onExit = () => closeAll(new Error('the fauxqs thread has stopped'));
   worker.once('exit', onExit);
+  // The thread closes every channel when it stops (and this side when destroyed: a no-op then).
+  here.once('close', onExit);
   here.on('message', (answer: AnswerMessage) => {
     const call = pending.get(answer.id);
     if (call === undefined) return;
@@ -171,20 +206,23 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
       call.reject(Object.assign(new Error(answer.error.message), { name: answer.error.name }));
     } else call.resolve(answer.output);
   });
-  // Only open calls keep the process alive, as a socket of the HTTP client would.
-  here.unref();
 
   const call = (operation: Operation, input: unknown, signal?: AbortSignal): Promise<unknown> => {
     if (closed) return Promise.reject(closed);
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    // As an aborted call of the HTTP client fails: an AbortError, whatever the signal's reason.
+    if (signal?.aborted) return Promise.reject(abortError());
     const id = nextId++;
     return new Promise<unknown>((resolve, reject) => {
       const onAbort = () => here.postMessage({ type: 'abort', id } satisfies CallMessage);
+      try {
+        here.postMessage({ type: 'call', id, operation, input } satisfies CallMessage);
+      } catch (error) {
+        // An input that cannot be cloned: nothing was sent.
+        reject(error);
+        return;
+      }
       signal?.addEventListener('abort', onAbort, { once: true });
-      const settle = () => {
-        signal?.removeEventListener('abort', onAbort);
-        if (pending.size === 0) here.unref();
-      };
+      const settle = () => signal?.removeEventListener('abort', onAbort);
       pending.set(id, {
         resolve: (output) => {
           settle();
@@ -195,8 +233,6 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
           reject(error);
         },
       });
-      here.ref();
-      here.postMessage({ type: 'call', id, operation, input } satisfies CallMessage);
     });
   };
   const client = {
@@ -210,7 +246,7 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
           command.input,
           options?.abortSignal,
         )) as ReceiveMessageCommandOutput;
-        // Structured cloning turns a Buffer into a plain Uint8Array: bytes either way.
+        // Binary attribute values arrive as Uint8Array (the SDK's type), not Buffer.
         return output;
       }
       if (command instanceof DeleteMessageBatchCommand) {
@@ -226,8 +262,13 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
     },
     destroy() {
       worker.off('exit', onExit);
+      here.off('close', onExit);
       if (!closed) closeAll(new Error('the mapping client was destroyed'));
     },
   };
   return client as MappingSqs & { destroy(): void };
+}
+
+function abortError(): Error {
+  return Object.assign(new Error('This operation was aborted'), { name: 'AbortError' });
 }

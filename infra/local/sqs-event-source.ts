@@ -120,9 +120,9 @@ export type SqsBatchHandler = (
 ) => Promise<SQSBatchResponse | undefined | void>;
 
 /**
- * The two calls the mapping makes: an SQSClient, or the client of `startSqsThread`
- * (sqs-thread.ts), which makes them on a thread of its own, as the Lambda service's pollers are
- * not the function's CPU.
+ * The two calls the mapping makes: an SQSClient, `mappingSqsClient` (mapping-sqs.ts), or the
+ * fauxqs thread's `mappingSqs()` (fauxqs-thread.ts), which makes them on the emulator's thread, as
+ * the Lambda service's pollers are not the function's CPU.
  */
 export interface MappingSqs {
   send(

@@ -114,6 +114,21 @@ describe("the fauxqs thread's mapping client", () => {
     await expect(after).rejects.toThrow('the mapping client was destroyed');
   });
 
+  it('fails a call whose signal is already aborted as an aborted call, without sending it', async () => {
+    const { queueUrl } = await queue();
+    await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: 'stays' }));
+    const controller = new AbortController();
+    controller.abort(new Error('a reason of its own'));
+
+    const call = mapping().send(
+      new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }),
+      { abortSignal: controller.signal },
+    );
+
+    await expect(call).rejects.toMatchObject({ name: 'AbortError' });
+    expect(await queueCounts(sqs, queueUrl)).toEqual({ visible: 1, inFlight: 0 });
+  });
+
   it('refuses calls other than the two the mapping makes', async () => {
     const other = mapping().send(
       new SendMessageCommand({
@@ -173,5 +188,6 @@ describe('a fauxqs thread that stops', () => {
 
     // Not left hanging until the 5 s long poll ends (the test would time out first).
     await expect(open).rejects.toThrow('the fauxqs thread has stopped');
+    expect(() => own.mappingSqs()).toThrow('the fauxqs thread has stopped');
   });
 });
