@@ -184,10 +184,11 @@ describe('a fauxqs thread that stops', () => {
     const open = client.send(
       new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 5 }),
     );
+    // Not left hanging until the 5 s long poll ends (the test would time out first).
+    const rejected = expect(open).rejects.toThrow('the fauxqs thread has stopped');
     await own.stop();
 
-    // Not left hanging until the 5 s long poll ends (the test would time out first).
-    await expect(open).rejects.toThrow('the fauxqs thread has stopped');
+    await rejected;
     expect(() => own.mappingSqs()).toThrow('the fauxqs thread has stopped');
   });
 });
