@@ -19,12 +19,11 @@ import {
 } from 'node:worker_threads';
 import {
   DeleteMessageBatchCommand,
-  type DeleteMessageBatchCommandOutput,
   ReceiveMessageCommand,
   type ReceiveMessageCommandOutput,
 } from '@aws-sdk/client-sqs';
 import { startFauxqs } from 'fauxqs';
-import { mappingSqsClient } from './mapping-sqs.ts';
+import { type MappingOperation, mappingSqsClient, mappingSqsOver } from './mapping-sqs.ts';
 import type { MappingSqs } from './sqs-event-source.ts';
 
 export interface FauxqsThread {
@@ -41,10 +40,9 @@ const READY_TIMEOUT_MS = 20_000;
  */
 const FAUXQS_THREAD = 'mautic-relay:fauxqs-thread';
 
-type Operation = 'ReceiveMessage' | 'DeleteMessageBatch';
 /** Handler thread → emulator thread, on a mapping client's own channel. */
 type CallMessage =
-  | { type: 'call'; id: number; operation: Operation; input: unknown }
+  | { type: 'call'; id: number; operation: MappingOperation; input: unknown }
   | { type: 'abort'; id: number };
 /** Emulator thread → handler thread. */
 type AnswerMessage =
@@ -207,7 +205,11 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
     } else call.resolve(answer.output);
   });
 
-  const call = (operation: Operation, input: unknown, signal?: AbortSignal): Promise<unknown> => {
+  const call = (
+    operation: MappingOperation,
+    input: unknown,
+    signal?: AbortSignal,
+  ): Promise<unknown> => {
     if (closed) return Promise.reject(closed);
     // As an aborted call of the HTTP client fails: an AbortError, whatever the signal's reason.
     if (signal?.aborted) return Promise.reject(abortError());
@@ -236,37 +238,14 @@ function threadMappingSqs(worker: Worker): MappingSqs & { destroy(): void } {
     });
   };
   const client = {
-    async send(
-      command: ReceiveMessageCommand | DeleteMessageBatchCommand,
-      options?: { abortSignal?: AbortSignal },
-    ) {
-      if (command instanceof ReceiveMessageCommand) {
-        const output = (await call(
-          'ReceiveMessage',
-          command.input,
-          options?.abortSignal,
-        )) as ReceiveMessageCommandOutput;
-        // Binary attribute values arrive as Uint8Array (the SDK's type), not Buffer.
-        return output;
-      }
-      if (command instanceof DeleteMessageBatchCommand) {
-        return (await call(
-          'DeleteMessageBatch',
-          command.input,
-          options?.abortSignal,
-        )) as DeleteMessageBatchCommandOutput;
-      }
-      throw new TypeError(
-        'the mapping client makes ReceiveMessage and DeleteMessageBatch calls only',
-      );
-    },
+    ...mappingSqsOver(call),
     destroy() {
       worker.off('exit', onExit);
       here.off('close', onExit);
       if (!closed) closeAll(new Error('the mapping client was destroyed'));
     },
   };
-  return client as MappingSqs & { destroy(): void };
+  return client;
 }
 
 function abortError(): Error {

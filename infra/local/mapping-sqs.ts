@@ -30,7 +30,7 @@ export function mappingSqsClient(endpoint: string): MappingSqs & { destroy(): vo
   if (url.protocol !== 'http:')
     throw new TypeError(`mappingSqsClient wants an http:// emulator endpoint, not ${url.protocol}`);
   const agent = new Agent({ keepAlive: true });
-  const call = async (operation: string, input: unknown, signal?: AbortSignal) => {
+  const call = async (operation: MappingOperation, input: unknown, signal?: AbortSignal) => {
     const body = JSON.stringify(input);
     const response = await new Promise<IncomingMessage>((resolve, reject) => {
       const outgoing = request(
@@ -73,24 +73,43 @@ export function mappingSqsClient(endpoint: string): MappingSqs & { destroy(): vo
     const output: unknown = { ...answer, $metadata: { httpStatusCode: status } };
     return output;
   };
+  const receiving = async (operation: MappingOperation, input: unknown, signal?: AbortSignal) => {
+    const output = await call(operation, input, signal);
+    if (operation === 'ReceiveMessage') {
+      for (const message of (output as ReceiveMessageCommandOutput).Messages ?? []) {
+        for (const value of Object.values(message.MessageAttributes ?? {})) {
+          const binary = value.BinaryValue as unknown;
+          if (typeof binary === 'string') value.BinaryValue = Buffer.from(binary, 'base64');
+        }
+      }
+    }
+    return output;
+  };
+  return Object.assign(mappingSqsOver(receiving), { destroy: () => agent.destroy() });
+}
+
+/** The two calls the mapping makes, by name. */
+export type MappingOperation = 'ReceiveMessage' | 'DeleteMessageBatch';
+
+/**
+ * A MappingSqs whose calls `call` makes, given the operation's name and the command's input:
+ * over HTTP (above), or on the emulator's thread (fauxqs-thread.ts). Any other command is a
+ * TypeError.
+ */
+export function mappingSqsOver(
+  call: (operation: MappingOperation, input: unknown, signal?: AbortSignal) => Promise<unknown>,
+): MappingSqs {
   const client = {
     async send(
       command: ReceiveMessageCommand | DeleteMessageBatchCommand,
       options?: { abortSignal?: AbortSignal },
     ) {
       if (command instanceof ReceiveMessageCommand) {
-        const output = (await call(
+        return (await call(
           'ReceiveMessage',
           command.input,
           options?.abortSignal,
         )) as ReceiveMessageCommandOutput;
-        for (const message of output.Messages ?? []) {
-          for (const value of Object.values(message.MessageAttributes ?? {})) {
-            const binary = value.BinaryValue as unknown;
-            if (typeof binary === 'string') value.BinaryValue = Buffer.from(binary, 'base64');
-          }
-        }
-        return output;
       }
       if (command instanceof DeleteMessageBatchCommand) {
         return (await call(
@@ -100,10 +119,9 @@ export function mappingSqsClient(endpoint: string): MappingSqs & { destroy(): vo
         )) as DeleteMessageBatchCommandOutput;
       }
       throw new TypeError(
-        'mappingSqsClient makes ReceiveMessage and DeleteMessageBatch calls only',
+        'the mapping client makes ReceiveMessage and DeleteMessageBatch calls only',
       );
     },
-    destroy: () => agent.destroy(),
   };
-  return client as MappingSqs & { destroy(): void };
+  return client as MappingSqs;
 }
