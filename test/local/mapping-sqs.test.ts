@@ -4,25 +4,38 @@ import {
   DeleteMessageBatchCommand,
   ReceiveMessageCommand,
   SendMessageCommand,
+  type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { type FauxqsThread, startFauxqsThread } from '../../infra/local/fauxqs-thread.ts';
 import { mappingSqsClient } from '../../infra/local/mapping-sqs.ts';
-import { createQueuePair, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
+import {
+  createQueuePair,
+  type MappingSqs,
+  SqsEventSource,
+} from '../../infra/local/sqs-event-source.ts';
 import {
   type LocalSqs,
   queueCounts,
   sendBodies,
+  sqsClient,
   startLocalSqs,
   uniqueQueueName,
 } from '../support/local-sqs.ts';
 
 let local: LocalSqs;
+let thread: FauxqsThread;
+let threadSqs: SQSClient;
 
 beforeAll(async () => {
   local = await startLocalSqs();
+  thread = await startFauxqsThread();
+  threadSqs = sqsClient(`http://127.0.0.1:${thread.port}`);
 });
 
 afterAll(async () => {
+  threadSqs.destroy();
+  await thread.stop();
   await local.stop();
 });
 
@@ -30,15 +43,6 @@ function client(endpoint = local.endpoint) {
   const sqs = mappingSqsClient(endpoint);
   onTestFinished(() => sqs.destroy());
   return sqs;
-}
-
-async function queue(): Promise<string> {
-  const pair = await createQueuePair(local.sqs, {
-    name: uniqueQueueName('mapping'),
-    maxReceiveCount: 5,
-    visibilityTimeoutSeconds: 30,
-  });
-  return pair.queueUrl;
 }
 
 /** A loopback server answering every request with `status` and `body`; closed after the test. */
@@ -55,11 +59,46 @@ async function answering(status: number, body: string): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-describe('mappingSqsClient', () => {
+/** The emulator a client reaches, an SDK client for it, and the mapping client under test. */
+interface Setup {
+  endpoint: string;
+  sqs: SQSClient;
+  mapping(): MappingSqs;
+}
+
+// The same contract for both of the local event source's clients: over HTTP from the caller's
+// thread, and made on the emulator's thread.
+describe.each<[string, () => Setup]>([
+  [
+    'mappingSqsClient (HTTP)',
+    () => ({ endpoint: local.endpoint, sqs: local.sqs, mapping: () => client() }),
+  ],
+  [
+    "the fauxqs thread's mappingSqs()",
+    () => ({
+      endpoint: `http://127.0.0.1:${thread.port}`,
+      sqs: threadSqs,
+      mapping: () => {
+        const made = thread.mappingSqs();
+        onTestFinished(() => made.destroy());
+        return made;
+      },
+    }),
+  ],
+])('%s', (_name, setup) => {
+  async function queue(sqs: SQSClient): Promise<{ queueUrl: string; queueArn: string }> {
+    return createQueuePair(sqs, {
+      name: uniqueQueueName('mapping'),
+      maxReceiveCount: 5,
+      visibilityTimeoutSeconds: 30,
+    });
+  }
+
   it('receives and deletes as the SDK does, with the same shapes (binary attributes as bytes)', async () => {
-    const queueUrl = await queue();
+    const { sqs, mapping } = setup();
+    const { queueUrl } = await queue(sqs);
     const bytes = Uint8Array.from([0, 1, 2, 250, 255]);
-    await local.sqs.send(
+    await sqs.send(
       new SendMessageCommand({
         QueueUrl: queueUrl,
         MessageBody: '{"hello":"world"}',
@@ -69,9 +108,9 @@ describe('mappingSqsClient', () => {
         },
       }),
     );
-    const sqs = client();
+    const client = mapping();
 
-    const { Messages = [] } = await sqs.send(
+    const { Messages = [] } = await client.send(
       new ReceiveMessageCommand({
         QueueUrl: queueUrl,
         MaxNumberOfMessages: 10,
@@ -81,7 +120,7 @@ describe('mappingSqsClient', () => {
       }),
     );
     const [message] = Messages;
-    const deleted = await sqs.send(
+    const deleted = await client.send(
       new DeleteMessageBatchCommand({
         QueueUrl: queueUrl,
         Entries: [{ Id: 'only', ReceiptHandle: message?.ReceiptHandle }],
@@ -95,13 +134,14 @@ describe('mappingSqsClient', () => {
     expect(message?.MessageAttributes?.blob?.BinaryValue).toBeInstanceOf(Uint8Array);
     expect([...(message?.MessageAttributes?.blob?.BinaryValue ?? [])]).toEqual([...bytes]);
     expect(deleted.Successful?.map((entry) => entry.Id)).toEqual(['only']);
-    expect(await queueCounts(local.sqs, queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+    expect(await queueCounts(sqs, queueUrl)).toEqual({ visible: 0, inFlight: 0 });
   });
 
   it("rejects with the emulator's error type and message when a call fails", async () => {
-    const missing = `${local.endpoint}/000000000000/${uniqueQueueName('missing')}`;
+    const { endpoint, mapping } = setup();
+    const missing = `${endpoint}/000000000000/${uniqueQueueName('missing')}`;
 
-    const error = await client()
+    const error = await mapping()
       .send(new ReceiveMessageCommand({ QueueUrl: missing, MaxNumberOfMessages: 1 }))
       .catch((caught: unknown) => caught);
 
@@ -111,35 +151,72 @@ describe('mappingSqsClient', () => {
   });
 
   it('cuts a long poll short when its signal aborts', async () => {
-    const queueUrl = await queue();
+    const { sqs, mapping } = setup();
+    const { queueUrl } = await queue(sqs);
+    const started = performance.now();
 
-    const poll = client().send(
+    const poll = mapping().send(
       new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 5 }),
       { abortSignal: AbortSignal.timeout(50) },
     );
 
     await expect(poll).rejects.toMatchObject({ name: 'AbortError' });
+    // Well before the 5 s long poll would have ended by itself.
+    expect(performance.now() - started).toBeLessThan(4_000);
   });
 
-  it('refuses an answer that is not JSON, and calls other than the two the mapping makes', async () => {
-    const garbled = client(await answering(200, '<html>busy</html>'));
-
-    const notJson = await garbled
-      .send(new ReceiveMessageCommand({ QueueUrl: 'q' }))
-      .catch((caught: unknown) => caught);
-    const other = await client()
+  it('refuses calls other than the two the mapping makes', async () => {
+    const other = setup()
+      .mapping()
       .send(
         new SendMessageCommand({
           QueueUrl: 'q',
           MessageBody: 'x',
         }) as unknown as ReceiveMessageCommand,
-      )
+      );
+
+    await expect(other).rejects.toBeInstanceOf(TypeError);
+  });
+
+  it('feeds the event source: a batch received, handled and deleted', async () => {
+    const { sqs, mapping } = setup();
+    const pair = await queue(sqs);
+    await sendBodies(sqs, pair.queueUrl, ['a', 'b', 'c']);
+    const bodies: string[] = [];
+    const source = new SqsEventSource({
+      sqs: mapping(),
+      ...pair,
+      batchSize: 10,
+      batchWindowMs: 0,
+      handler: async (event) => {
+        bodies.push(...event.Records.map((record) => record.body));
+        return { batchItemFailures: [] };
+      },
+    });
+
+    const report = await source.pollOnce();
+    await source.stop();
+
+    expect(bodies.length).toBeGreaterThan(0);
+    expect(report?.deleted).toHaveLength(bodies.length);
+    expect(await queueCounts(sqs, pair.queueUrl)).toEqual({
+      visible: 3 - bodies.length,
+      inFlight: 0,
+    });
+  });
+});
+
+describe('mappingSqsClient over HTTP', () => {
+  it('refuses an answer that is not JSON, and an endpoint that is not http://', async () => {
+    const garbled = client(await answering(200, '<html>busy</html>'));
+
+    const notJson = await garbled
+      .send(new ReceiveMessageCommand({ QueueUrl: 'q' }))
       .catch((caught: unknown) => caught);
 
     expect(notJson).toMatchObject({
       message: 'ReceiveMessage: the emulator answered 200 with a body that is not JSON',
     });
-    expect(other).toBeInstanceOf(TypeError);
     expect(() => mappingSqsClient('https://sqs.us-east-1.amazonaws.com')).toThrow(TypeError);
   });
 
@@ -153,36 +230,6 @@ describe('mappingSqsClient', () => {
     expect(error).toMatchObject({
       name: 'HTTP 503',
       message: 'DeleteMessageBatch failed with 503',
-    });
-  });
-
-  it('feeds the event source: a batch received, handled and deleted', async () => {
-    const queueUrl = await queue();
-    const pair = {
-      queueUrl,
-      queueArn: `arn:aws:sqs:us-east-1:000000000000:${queueUrl.split('/').pop()}`,
-    };
-    await sendBodies(local.sqs, queueUrl, ['a', 'b', 'c']);
-    const bodies: string[] = [];
-    const source = new SqsEventSource({
-      sqs: client(),
-      ...pair,
-      batchSize: 10,
-      batchWindowMs: 0,
-      handler: async (event) => {
-        bodies.push(...event.Records.map((record) => record.body));
-        return { batchItemFailures: [] };
-      },
-    });
-
-    const report = await source.pollOnce();
-    await source.stop();
-
-    expect(report?.deleted).toHaveLength(bodies.length);
-    expect(bodies.length).toBeGreaterThan(0);
-    expect(await queueCounts(local.sqs, queueUrl)).toEqual({
-      visible: 3 - bodies.length,
-      inFlight: 0,
     });
   });
 });
