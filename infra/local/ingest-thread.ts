@@ -156,18 +156,32 @@ export async function startIngestThread(
   // After a start, a failure of the thread is told, not thrown: the rest of the stack runs on.
   worker.removeAllListeners('error').removeAllListeners('exit');
   worker.on('error', (error) => print(`error: the ingest thread failed: ${error.message}`));
+  let exited = false;
+  const exit = new Promise<void>((resolve) =>
+    worker.once('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
   let closing: Promise<void> | undefined;
   return {
     url,
     close() {
+      // A thread that already ended (a heap over its limit, say) has nothing left to close.
       closing ??= (async () => {
+        if (exited) return;
+        let timer: NodeJS.Timeout | undefined;
         const closed = new Promise<void>((resolve) => {
           onClosed = resolve;
-          worker.once('exit', () => resolve());
         });
         worker.postMessage('close');
-        const timer = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
-        await closed;
+        await Promise.race([
+          closed,
+          exit,
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, CLOSE_TIMEOUT_MS);
+          }),
+        ]);
         clearTimeout(timer);
         await worker.terminate();
       })();

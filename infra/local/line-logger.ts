@@ -66,6 +66,12 @@ export class LineLogger extends Logger {
     this.#print(`error: ${String(input)}${describe(merge(extra))}`);
   }
 
+  /**
+   * Never: the invocation event holds the request's headers and body, an API key or a webhook
+   * signature among them (Powertools logs it when POWERTOOLS_LOGGER_LOG_EVENT is set).
+   */
+  override logEventIfEnabled(_event?: unknown, _overwriteValue?: boolean): void {}
+
   override debug(input: unknown, ...extra: unknown[]): void {
     if (this.#debug) this.#print(`${String(input)} ${JSON.stringify(merge(extra))}`);
   }

@@ -38,6 +38,18 @@ function config(extra: Record<string, string> = {}) {
   });
 }
 
+/** Standard Webhooks headers for `body`, signed with the test's secret. */
+function signed(body: string, id: string): Record<string, string> {
+  const key = parseCredentials({ webhookSecrets: [secret], apiKeys: [] }).webhookKeys[0];
+  if (key === undefined) throw new Error('no key');
+  const timestamp = Math.floor(Date.now() / 1000);
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signWebhook(key, id, timestamp, Buffer.from(body)),
+  };
+}
+
 async function post(url: string, body: string, headers: Record<string, string>) {
   const response = await fetch(`${url}/events`, {
     method: 'POST',
@@ -61,19 +73,10 @@ describe('the ingest thread', () => {
       action: 'create',
       data: { email: 'thread@example.com' },
     });
-    const key = parseCredentials({ webhookSecrets: [secret], apiKeys: [] }).webhookKeys[0];
-    if (key === undefined) throw new Error('no key');
-    const id = 'msg_thread_1';
-    const timestamp = Math.floor(Date.now() / 1000);
 
-    const accepted = await post(thread.url, body, {
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signWebhook(key, id, timestamp, Buffer.from(body)),
-    });
+    const accepted = await post(thread.url, body, signed(body, 'msg_thread_1'));
     const refused = await post(thread.url, body, {
-      'webhook-id': 'msg_thread_2',
-      'webhook-timestamp': String(timestamp),
+      ...signed(body, 'msg_thread_2'),
       'webhook-signature': 'v1,AAAA',
     });
     const queued = await receiveUntil(local.sqs, queueUrl, 1, { timeoutMs: 5_000 });
@@ -89,7 +92,7 @@ describe('the ingest thread', () => {
     expect(lines.join('\n')).not.toContain(secret);
   });
 
-  it("rejects with the thread's error when the front cannot listen, and stops the thread", async () => {
+  it("rejects with the thread's error when the front cannot listen", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     onTestFinished(() => new Promise<void>((resolve) => taken.close(() => resolve())));
@@ -101,6 +104,39 @@ describe('the ingest thread', () => {
     );
 
     await expect(started).rejects.toThrow(/EADDRINUSE/);
+  });
+
+  it('closes at once a thread that already ended, having said why', async () => {
+    const lines: string[] = [];
+    // A heap far below what a large body takes: the thread ends on its first such request.
+    const thread = await startIngestThread(
+      {
+        config: config({
+          [ENV.MAX_BODY_BYTES]: String(6 * 1024 * 1024),
+          [ENV.MAX_EVENTS_PER_REQUEST]: '10000',
+        }),
+        sqsEndpoint: local.endpoint,
+        debug: false,
+        memoryMb: 30,
+      },
+      (line) => lines.push(line),
+    );
+    const body = JSON.stringify(
+      Array.from({ length: 5_000 }, (_, i) => ({
+        entity: 'contacts',
+        action: 'create',
+        data: { email: `big-${i}@example.com`, notes: 'x'.repeat(1_000) },
+      })),
+    );
+
+    const answer = await post(thread.url, body, signed(body, 'msg_thread_big')).catch(
+      (error: unknown) => error,
+    );
+    for (let i = 0; i < 100 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await thread.close();
+
+    expect(answer).toBeInstanceOf(Error);
+    expect(lines).toEqual([expect.stringMatching(/^error: the ingest thread failed: .*memory/)]);
   });
 
   it('closes: the front stops answering, and a second close is the same', async () => {

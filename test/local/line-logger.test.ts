@@ -15,6 +15,21 @@ const call = (fields: Record<string, unknown>) => ({
 });
 
 describe('LineLogger', () => {
+  it('never prints the invocation event, whatever asks for it, even at DEBUG', () => {
+    const lines: string[] = [];
+    const log = new LineLogger({ print: (line) => lines.push(line), debug: true });
+    const event = {
+      headers: { authorization: 'Bearer key-that-must-not-print', 'webhook-signature': 'v1,c2ln' },
+      body: '{"data":{"email":"ann@example.com"}}',
+    };
+
+    // `true` overrides POWERTOOLS_LOGGER_LOG_EVENT: Powertools would log the event.
+    log.logEventIfEnabled(event, true);
+    log.debug('after the event');
+
+    expect(lines).toEqual(['after the event {}']);
+  });
+
   it('says delivered only when every item was, with record ids in runs', () => {
     const { lines, log } = logger();
     log.info('Mautic call', call({ items: 5, statuses: { 200: 5 }, ids: [3, 1, 2, 7, 9] }));

@@ -153,16 +153,14 @@ describe.each<[string, () => Setup]>([
   it('cuts a long poll short when its signal aborts', async () => {
     const { sqs, mapping } = setup();
     const { queueUrl } = await queue(sqs);
-    const started = performance.now();
 
     const poll = mapping().send(
       new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 5 }),
       { abortSignal: AbortSignal.timeout(50) },
     );
 
+    // A poll left to run would answer, empty, after 5 s, not fail.
     await expect(poll).rejects.toMatchObject({ name: 'AbortError' });
-    // Well before the 5 s long poll would have ended by itself.
-    expect(performance.now() - started).toBeLessThan(4_000);
   });
 
   it('refuses calls other than the two the mapping makes', async () => {
