@@ -23,7 +23,6 @@ import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:htt
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
 import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
@@ -411,16 +410,14 @@ async function startRelay(secret: string, side: Side): Promise<BenchServer> {
       maxReceiveCount: 5,
       visibilityTimeoutSeconds: 30,
     });
-    const data: FrontData = { secret, endpoint: local.endpoint, queueUrl };
-    const front =
-      side === 'relay-worker'
-        ? await startFrontThread(data)
-        : await startIngestFront(
-            data,
-            dedup.client && dedup.tableName
-              ? { client: dedup.client, tableName: dedup.tableName }
-              : undefined,
-          );
+    const front = await startFront(side, {
+      secret,
+      endpoint: local.endpoint,
+      queueUrl,
+      ...(dedup.endpoint && dedup.tableName
+        ? { dedup: { endpoint: dedup.endpoint, tableName: dedup.tableName } }
+        : {}),
+    });
     return {
       url: front.url,
       async stop() {
@@ -442,64 +439,41 @@ interface FrontData {
   secret: string;
   endpoint: string;
   queueUrl: string;
+  /** De-duplication is off unless a store is given (then dynalite, in this process). */
+  dedup?: { endpoint: string; tableName: string };
 }
 
-/** De-duplication is off unless a store is given (then on dynalite, in this process). */
-async function startIngestFront(
+/**
+ * The ingest function behind the local front, built as the local stack builds it
+ * (infra/local/ingest-thread.ts): on a thread of its own for 'relay-worker', else on this
+ * process's loop, beside the queue emulator.
+ */
+async function startFront(
+  side: Side,
   data: FrontData,
-  dedup?: { client: DynamoDBClient; tableName: string },
 ): Promise<{ url: string; close(): Promise<void> }> {
-  const [
-    { Logger },
-    { buildIngestHandler },
-    { ENV, loadIngestConfig },
-    { startHttpFront },
-    sqsSupport,
-  ] = await Promise.all([
-    import('@aws-lambda-powertools/logger'),
-    import('../functions/ingest/compose.ts'),
+  const [{ startIngestFront, startIngestThread }, { ENV, loadIngestConfig }] = await Promise.all([
+    import('../infra/local/ingest-thread.ts'),
     import('../functions/shared/config.ts'),
-    import('../infra/local/http-front.ts'),
-    import('../test/support/local-sqs.ts'),
   ]);
-  const sqs = sqsSupport.sqsClient(data.endpoint);
+  const { dedup } = data;
   const config = loadIngestConfig({
     [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
     [ENV.WEBHOOK_SECRET]: data.secret,
     [ENV.DEDUP_WINDOW_SECONDS]: String(dedup ? DEDUP_ON_WINDOW_SECONDS : 0),
     ...(dedup ? { [ENV.DEDUP_TABLE_NAME]: dedup.tableName } : {}),
   });
-  const handler = await buildIngestHandler(config, {
-    sqs,
-    logger: new Logger({ logLevel: 'SILENT' }),
-    ...(dedup ? { dynamodb: dedup.client } : {}),
-  });
-  const front = await startHttpFront({ handler, maxBodyBytes: config.maxBodyBytes });
-  return {
-    url: front.url,
-    async close() {
-      await front.close();
-      sqs.destroy();
-    },
+  const options = {
+    config,
+    sqsEndpoint: data.endpoint,
+    ...(dedup ? { dynamodbEndpoint: dedup.endpoint } : {}),
+    debug: false,
   };
-}
-
-/**
- * The ingest front on a thread of its own, as the local stack runs it (infra/local/ingest-thread.ts);
- * the queue emulator stays on this thread.
- */
-async function startFrontThread(data: FrontData): Promise<{ url: string; close(): Promise<void> }> {
-  const [{ startIngestThread }, { ENV, loadIngestConfig }] = await Promise.all([
-    import('../infra/local/ingest-thread.ts'),
-    import('../functions/shared/config.ts'),
-  ]);
-  const config = loadIngestConfig({
-    [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
-    [ENV.WEBHOOK_SECRET]: data.secret,
-    [ENV.DEDUP_WINDOW_SECONDS]: '0',
-  });
   // Nothing is printed on the happy path; a refused request would fail the run anyway.
-  return startIngestThread({ config, sqsEndpoint: data.endpoint, debug: false }, () => {});
+  const print = () => {};
+  return side === 'relay-worker'
+    ? startIngestThread(options, print)
+    : startIngestFront(options, print);
 }
 
 /** The least a receiver must do: check the Standard Webhooks signature, answer 202. */

@@ -17,13 +17,8 @@ import {
   Worker,
   workerData,
 } from 'node:worker_threads';
-import {
-  DeleteMessageBatchCommand,
-  ReceiveMessageCommand,
-  type ReceiveMessageCommandOutput,
-} from '@aws-sdk/client-sqs';
 import { startFauxqs } from 'fauxqs';
-import { type MappingOperation, mappingSqsClient, mappingSqsOver } from './mapping-sqs.ts';
+import { type MappingOperation, mappingSqsCalls, mappingSqsOver } from './mapping-sqs.ts';
 import type { MappingSqs } from './sqs-event-source.ts';
 
 export interface FauxqsThread {
@@ -64,7 +59,7 @@ if (!isMainThread && parentPort && workerData === FAUXQS_THREAD) {
     }
     const { channel } = message;
     channels.add(channel);
-    serveMapping(channel, mappingSqsClient(endpoint), () => channels.delete(channel));
+    serveMapping(channel, mappingSqsCalls(endpoint), () => channels.delete(channel));
   });
   port.postMessage({ port: server.port });
 }
@@ -78,7 +73,7 @@ if (!isMainThread && parentPort && workerData === FAUXQS_THREAD) {
  */
 function serveMapping(
   channel: MessagePort,
-  client: MappingSqs & { destroy(): void },
+  client: ReturnType<typeof mappingSqsCalls>,
   onClose: () => void,
 ): void {
   const aborts = new Map<number, AbortController>();
@@ -96,18 +91,10 @@ function serveMapping(
     const { id, operation, input } = message;
     const controller = new AbortController();
     aborts.set(id, controller);
-    const options = { abortSignal: controller.signal };
-    const call =
-      operation === 'ReceiveMessage'
-        ? client.send(new ReceiveMessageCommand(input as ReceiveMessageCommand['input']), options)
-        : client.send(
-            new DeleteMessageBatchCommand(input as DeleteMessageBatchCommand['input']),
-            options,
-          );
+    const call = client.call(operation, input, controller.signal);
     call.then(
       (output) => {
         aborts.delete(id);
-        if (operation === 'ReceiveMessage') ownBinaryValues(output as ReceiveMessageCommandOutput);
         channel.postMessage({ id, output } satisfies AnswerMessage);
       },
       (error: unknown) => {
@@ -118,18 +105,6 @@ function serveMapping(
       },
     );
   });
-}
-
-/**
- * Binary attribute values as bytes of their own: a Buffer decoded from base64 is a view on a
- * shared pool, and posting a view clones its whole backing buffer.
- */
-function ownBinaryValues(output: ReceiveMessageCommandOutput): void {
-  for (const message of output.Messages ?? []) {
-    for (const value of Object.values(message.MessageAttributes ?? {})) {
-      if (value.BinaryValue !== undefined) value.BinaryValue = Uint8Array.from(value.BinaryValue);
-    }
-  }
 }
 
 /** Starts fauxqs on an ephemeral loopback port in a worker thread. */
@@ -176,7 +151,7 @@ export async function startFauxqsThread(): Promise<FauxqsThread> {
 }
 
 /**
- * A mapping client whose calls the emulator's thread makes (with `mappingSqsClient`), over a
+ * A mapping client whose calls the emulator's thread makes (with `mappingSqsCalls`), over a
  * channel of its own. Errors come back with their name and message; an abort signal aborts the
  * call there. Calls still open when it is destroyed, or when the thread ends, are rejected.
  */

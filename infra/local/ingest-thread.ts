@@ -58,6 +58,25 @@ async function serve(
   options: IngestThreadOptions,
 ): Promise<void> {
   const post = (message: ThreadMessage) => port.postMessage(message);
+  try {
+    const front = await startIngestFront(options, (line) => post({ line }));
+    port.once('message', () => {
+      void front.close().finally(() => post({ closed: true }));
+    });
+    post({ url: front.url });
+  } catch (error) {
+    post({ error: error instanceof Error ? error.message : String(error) });
+  }
+}
+
+/**
+ * The ingest function behind the local HTTP front, on the calling thread: what the ingest thread
+ * runs, and bench:ingest's one-loop shape. Its AWS clients reach the stand-ins by endpoint.
+ */
+export async function startIngestFront(
+  options: IngestThreadOptions,
+  print: (line: string) => void,
+): Promise<IngestThread> {
   const local = { region: 'us-east-1', credentials: LOCAL_CREDENTIALS };
   const sqs = new SQSClient({ ...local, endpoint: options.sqsEndpoint });
   const secrets =
@@ -72,7 +91,7 @@ async function serve(
     dynamodb?.destroy();
   };
   try {
-    const logger = new LineLogger({ print: (line) => post({ line }), debug: options.debug });
+    const logger = new LineLogger({ print, debug: options.debug });
     const ingest = await buildIngestHandler(options.config, {
       sqs,
       logger,
@@ -88,16 +107,19 @@ async function serve(
       ...(options.port === undefined ? {} : { port: options.port }),
       maxBodyBytes: options.config.maxBodyBytes,
     });
-    port.once('message', () => {
-      void front
-        .close()
-        .finally(destroyClients)
-        .then(() => post({ closed: true }));
-    });
-    post({ url: front.url });
+    return {
+      url: front.url,
+      async close() {
+        try {
+          await front.close();
+        } finally {
+          destroyClients();
+        }
+      },
+    };
   } catch (error) {
     destroyClients();
-    post({ error: error instanceof Error ? error.message : String(error) });
+    throw error;
   }
 }
 
@@ -156,20 +178,14 @@ export async function startIngestThread(
   // After a start, a failure of the thread is told, not thrown: the rest of the stack runs on.
   worker.removeAllListeners('error').removeAllListeners('exit');
   worker.on('error', (error) => print(`error: the ingest thread failed: ${error.message}`));
-  let exited = false;
-  const exit = new Promise<void>((resolve) =>
-    worker.once('exit', () => {
-      exited = true;
-      resolve();
-    }),
-  );
+  const exit = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   let closing: Promise<void> | undefined;
   return {
     url,
     close() {
-      // A thread that already ended (a heap over its limit, say) has nothing left to close.
+      // A thread that already ended (a heap over its limit, say) has nothing left to close:
+      // `exit` has settled, and the race below ends at once.
       closing ??= (async () => {
-        if (exited) return;
         let timer: NodeJS.Timeout | undefined;
         const closed = new Promise<void>((resolve) => {
           onClosed = resolve;

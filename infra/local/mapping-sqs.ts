@@ -26,6 +26,22 @@ const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
 /** The mapping's client for an emulator at `endpoint` (http://127.0.0.1:port). */
 export function mappingSqsClient(endpoint: string): MappingSqs & { destroy(): void } {
+  const { call, destroy } = mappingSqsCalls(endpoint);
+  return Object.assign(mappingSqsOver(call), { destroy });
+}
+
+/** A function that makes the mapping's calls by name, as JSON 1.0 requests to the emulator. */
+type MappingCall = (
+  operation: MappingOperation,
+  input: unknown,
+  signal?: AbortSignal,
+) => Promise<unknown>;
+
+/**
+ * The calls behind `mappingSqsClient`, by name: what the emulator's thread makes for the
+ * handler's (fauxqs-thread.ts), without a command object around each.
+ */
+export function mappingSqsCalls(endpoint: string): { call: MappingCall; destroy(): void } {
   const url = new URL(endpoint);
   if (url.protocol !== 'http:')
     throw new TypeError(`mappingSqsClient wants an http:// emulator endpoint, not ${url.protocol}`);
@@ -73,19 +89,29 @@ export function mappingSqsClient(endpoint: string): MappingSqs & { destroy(): vo
     const output: unknown = { ...answer, $metadata: { httpStatusCode: status } };
     return output;
   };
-  const receiving = async (operation: MappingOperation, input: unknown, signal?: AbortSignal) => {
+  const receiving: MappingCall = async (operation, input, signal) => {
     const output = await call(operation, input, signal);
     if (operation === 'ReceiveMessage') {
       for (const message of (output as ReceiveMessageCommandOutput).Messages ?? []) {
         for (const value of Object.values(message.MessageAttributes ?? {})) {
           const binary = value.BinaryValue as unknown;
-          if (typeof binary === 'string') value.BinaryValue = Buffer.from(binary, 'base64');
+          if (typeof binary === 'string') value.BinaryValue = base64Bytes(binary);
         }
       }
     }
     return output;
   };
-  return Object.assign(mappingSqsOver(receiving), { destroy: () => agent.destroy() });
+  return { call: receiving, destroy: () => agent.destroy() };
+}
+
+/**
+ * Bytes of their own (Buffer.from would give a view on a shared pool for small values, and a
+ * view posted to another thread clones its whole backing buffer).
+ */
+function base64Bytes(text: string): Buffer {
+  const bytes = Buffer.alloc(Buffer.byteLength(text, 'base64'));
+  bytes.write(text, 'base64');
+  return bytes;
 }
 
 /** The two calls the mapping makes, by name. */
@@ -96,9 +122,7 @@ export type MappingOperation = 'ReceiveMessage' | 'DeleteMessageBatch';
  * over HTTP (above), or on the emulator's thread (fauxqs-thread.ts). Any other command is a
  * TypeError.
  */
-export function mappingSqsOver(
-  call: (operation: MappingOperation, input: unknown, signal?: AbortSignal) => Promise<unknown>,
-): MappingSqs {
+export function mappingSqsOver(call: MappingCall): MappingSqs {
   const client = {
     async send(
       command: ReceiveMessageCommand | DeleteMessageBatchCommand,
