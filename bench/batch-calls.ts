@@ -11,7 +11,7 @@
  */
 import { type IncomingEvent, planBatches } from '../functions/core/batch-plan.ts';
 import { MauticApiClient } from '../functions/core/mautic-api.ts';
-import { startMauticSimulator } from '../infra/local/mautic-simulator/server.ts';
+import { startMauticSimulator } from '../mautic-simulator/server.ts';
 
 const records = Number(process.argv[2] ?? 2000);
 const latencyMs = Number(process.argv[3] ?? 5);

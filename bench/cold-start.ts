@@ -9,7 +9,7 @@
  *   npm run bench:cold-start -- [runs=15]
  *
  * INIT is measured under the real Lambda runtime interface client when it is installed
- * (`aws-lambda-ric`, which needs a native build: see the README; point AWS_LAMBDA_RIC_DIR at the
+ * (`aws-lambda-ric`, which needs a native build: see docs/performance.md; point AWS_LAMBDA_RIC_DIR at the
  * folder whose node_modules holds it): from spawning `node` on the client to its first
  * `GET /runtime/invocation/next` on a Runtime API served here, so Node's start, the client and the
  * handler's module initialisation all count, as in Lambda's Init duration. Without it, the bench
@@ -33,6 +33,7 @@ import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { type BuildOptions, build, version as esbuildVersion } from 'esbuild';
 import { RELAY_BUNDLING, relayAliases } from '../infra/aws/relay-function.ts';
+import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 
 type Name = 'empty' | 'ingest' | 'batch' | 'refresh';
 
@@ -498,9 +499,7 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
   console.log(
     `cold start: ${runs} fresh processes per bundle (after one untimed, network-trapped import), ` +
       `node ${process.version}, esbuild ${esbuildVersion}, ${availableParallelism()} CPUs, ` +
-      `load ${loadavg()
-        .map((value) => value.toFixed(2))
-        .join(' ')}`,
+      `load ${loadAverage()}`,
   );
   console.log(
     ric === undefined
@@ -533,7 +532,6 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
       'gzip: index.mjs alone (the deployed zip also holds the map)',
   );
   const worst = Math.max(...bundles.filter((b) => b !== empty).map((b) => figures(b).initP50));
-  const round = (value: number, digits: number) => Number(value.toFixed(digits));
   console.log(
     `SUMMARY ${JSON.stringify({
       figure: 'cold_start_init_ratio',
@@ -553,18 +551,4 @@ function print(bundles: ReadonlyArray<Bundle>, timings: Map<Name, Run[]>, empty:
       load_average: loadavg().map((value) => round(value, 2)),
     })}`,
   );
-}
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: ReadonlyArray<number>, fraction: number): number {
-  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
-}
-
-function positiveInteger(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1)
-    throw new RangeError(`${name} must be a positive integer`);
-  return value;
 }

@@ -38,10 +38,11 @@ import type { TokenSecret } from '../functions/core/token-secret.ts';
 import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
 import { startFauxqsThread } from '../infra/local/fauxqs-thread.ts';
 import { lambdaContext } from '../infra/local/lambda-context.ts';
-import { startMauticSimulator } from '../infra/local/mautic-simulator/server.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from '../infra/local/sqs-event-source.ts';
+import { startMauticSimulator } from '../mautic-simulator/server.ts';
 import { queueCounts, sqsClient } from '../test/support/local-sqs.ts';
+import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 
 /** The local stack's defaults (infra/local/local-stack.ts). */
 const BATCH_SIZE = 200;
@@ -504,28 +505,4 @@ function print({
       load_average: loadavg().map((value) => round(value, 2)),
     })}`,
   );
-}
-
-function round(value: number, digits: number): number {
-  return Number(value.toFixed(digits));
-}
-
-function loadAverage(): string {
-  return loadavg()
-    .map((value) => value.toFixed(2))
-    .join(' ');
-}
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: ReadonlyArray<number>, fraction: number): number {
-  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
-}
-
-function positiveInteger(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1)
-    throw new RangeError(`${name} must be a positive integer`);
-  return value;
 }

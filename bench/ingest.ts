@@ -26,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
 import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
+import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 
 type Side = 'baseline' | 'relay' | 'relay-worker' | 'relay-dedup';
 const SIDES: ReadonlyArray<Side> = ['baseline', 'relay', 'relay-worker', 'relay-dedup'];
@@ -263,15 +264,12 @@ function print(
   const row = (name: string, f: typeof baseline) =>
     `${name.padEnd(38)}${f.rate.toFixed(0).padStart(8)}${f.p50.toFixed(2).padStart(9)}` +
     `${f.p99.toFixed(2).padStart(9)}${f.rssMiB.toFixed(1).padStart(14)}`;
-  const round = (value: number, digits: number) => Number(value.toFixed(digits));
 
   console.log(
     `ingest: ${options.requests} requests per side after ${WARM_UP_REQUESTS} warm-up, ` +
       `${options.concurrency} keep-alive connections, ${BODY_BYTES}-byte signed bodies, ` +
       `DEDUP_WINDOW_SECONDS=0, node ${process.version}, ${availableParallelism()} CPUs, ` +
-      `load ${loadavg()
-        .map((value) => value.toFixed(2))
-        .join(' ')}`,
+      `load ${loadAverage()}`,
   );
   console.log(`${''.padEnd(38)}   req/s   p50 ms   p99 ms  peak RSS MiB`);
   console.log(row('baseline (verify + 202)', baseline));
@@ -308,12 +306,6 @@ function print(
   summary.concurrency = options.concurrency;
   summary.load_average = loadavg().map((value) => round(value, 2));
   console.log(`SUMMARY ${JSON.stringify(summary)}`);
-}
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: ReadonlyArray<number>, fraction: number): number {
-  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
 }
 
 function nextMessage<T extends ChildMessage['type']>(
@@ -520,12 +512,4 @@ function verifySignature(key: Buffer, headers: IncomingHttpHeaders, body: Buffer
     if (candidate.length === expected.length && timingSafeEqual(candidate, expected)) valid = true;
   }
   return valid;
-}
-
-function positiveInteger(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1)
-    throw new RangeError(`${name} must be a positive integer`);
-  return value;
 }

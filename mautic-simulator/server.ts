@@ -14,8 +14,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenOnLoopback } from '../loopback.ts';
-import { readBody } from '../read-body.ts';
+import { listenOnLoopback } from '../infra/local/loopback.ts';
+import { readBody } from '../infra/local/read-body.ts';
 import {
   authenticate,
   handleAuthorize,

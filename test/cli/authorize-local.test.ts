@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
 import { freePort } from '../support/net.ts';
+import { until } from '../support/until.ts';
 
 const run = promisify(execFile);
 
@@ -55,7 +56,10 @@ describe('the authorization_code flow against the local stack', () => {
         output.push(...chunk.toString().split('\n')),
       );
       const exited = new Promise<number | null>((resolve) => authorizing.once('exit', resolve));
-      const url = await until(() => output.find((line) => line.includes('/oauth/v2/authorize?')));
+      const url = await until(
+        () => output.find((line) => line.includes('/oauth/v2/authorize?')),
+        15_000,
+      );
 
       // The browser: the simulator approves at once and redirects to the callback.
       const approval = await fetch(url, { redirect: 'manual' });
@@ -78,13 +82,3 @@ describe('the authorization_code flow against the local stack', () => {
     }
   }, 60_000);
 });
-
-async function until<T>(probe: () => T | undefined): Promise<T> {
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error('timed out waiting');
-}

@@ -11,16 +11,17 @@ import {
   UsageError,
 } from '../../infra/cli/operator-commands.ts';
 import {
-  DEFAULT_SIMULATOR_CLIENT,
-  type MauticSimulator,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
-import {
   type SecretsManagerFake,
   startSecretsManagerFake,
 } from '../../infra/local/secrets-manager-fake.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../mautic-simulator/server.ts';
 import { freePort } from '../support/net.ts';
 import { secretsClient } from '../support/refresh.ts';
+import { until } from '../support/until.ts';
 
 const run = promisify(execFile);
 let fake: SecretsManagerFake;
@@ -214,14 +215,3 @@ describe('the mautic-relay command', () => {
     expect((failure as { stderr: string }).stderr).toContain('Usage:');
   });
 });
-
-/** Polls `probe` until it returns a value, for at most 5 s. */
-async function until<T>(probe: () => T | undefined): Promise<T> {
-  const deadline = Date.now() + 5_000;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error('timed out waiting');
-}

@@ -10,19 +10,17 @@ import { refreshTokens } from '../../functions/core/token-refresh.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
 import { WaitingTokenSource } from '../../functions/core/token-wait.ts';
 import { LocalRefresher } from '../../infra/local/local-refresher.ts';
+import { recorder } from '../support/observe.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');
 let now = START;
 let sleeps: number[];
-let logs: Array<{ level: string; message: string; extra: unknown }>;
 let stored: { token: TokenSecret | undefined; versionId: string };
 let grants: number;
 
-const logger = {
-  info: (message: string, ...extra: unknown[]) => logs.push({ level: 'info', message, extra }),
-  warn: (message: string, ...extra: unknown[]) => logs.push({ level: 'warn', message, extra }),
-  error: (message: string, ...extra: unknown[]) => logs.push({ level: 'error', message, extra }),
-};
+const observed = recorder();
+const { logger, lines: logs } = observed;
+
 /** Fake time: a sleep moves the clock and lets every other caller run meanwhile. */
 const sleep = async (ms: number) => {
   sleeps.push(ms);
@@ -107,7 +105,7 @@ const source = (refresher: RefreshRequester, pause: (ms: number) => Promise<void
 beforeEach(() => {
   now = START;
   sleeps = [];
-  logs = [];
+  observed.clear();
   grants = 0;
   stored = { token: undefined, versionId: 'v0' };
 });

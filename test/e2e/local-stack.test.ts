@@ -1,13 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  contacts,
-  post,
-  postAs,
-  startRelay,
-  stop,
-  stopRunning,
-  until,
-} from '../support/relay-process.ts';
+import { contacts, post, postAs, startRelay, stop, stopRunning } from '../support/relay-process.ts';
+import { until } from '../support/until.ts';
 
 afterEach(stopRunning);
 

@@ -2,8 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
-import { operatorCommand, post, startRelay, stopRunning, until } from '../support/relay-process.ts';
+import type { MauticSimulator } from '../../mautic-simulator/server.ts';
+import { operatorCommand, post, startRelay, stopRunning } from '../support/relay-process.ts';
+import { until } from '../support/until.ts';
 
 /**
  * The operator commands against a real `npm start` (contract §4): dead letters with their

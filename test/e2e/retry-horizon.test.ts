@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
+import type { MauticSimulator } from '../../mautic-simulator/server.ts';
 import {
   contacts,
   deadLettered,
@@ -8,8 +8,8 @@ import {
   post,
   startRelay,
   stopRunning,
-  until,
 } from '../support/relay-process.ts';
+import { until } from '../support/until.ts';
 
 afterEach(stopRunning);
 

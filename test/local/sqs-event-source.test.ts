@@ -25,6 +25,7 @@ import {
   startLocalSqs,
   uniqueQueueName,
 } from '../support/local-sqs.ts';
+import { until } from '../support/until.ts';
 
 /** Short, so failed messages come back within the test. */
 const VISIBILITY_SECONDS = 1;
@@ -811,27 +812,24 @@ describe('SqsEventSource concurrency', () => {
     source.start();
 
     // Two invocations hold both slots; the third batch is gathered meanwhile.
-    const until = async (what: string, done: () => Promise<boolean> | boolean) => {
-      const deadline = Date.now() + 3_000;
-      while (!(await done())) {
-        if (Date.now() > deadline) throw new Error(`${what} did not happen within 3 s`);
-        await sleep(20);
-      }
-    };
-    await until('two invocations', () => releases.length === 2);
-    await until('the third batch gathered', async () => {
-      const counts = await queueCounts(local.sqs, pair.queueUrl);
-      return counts.inFlight === 30 && counts.visible === 0;
-    });
+    await until(() => releases.length === 2, 3_000, 'two invocations');
+    await until(
+      async () => {
+        const counts = await queueCounts(local.sqs, pair.queueUrl);
+        return counts.inFlight === 30 && counts.visible === 0;
+      },
+      3_000,
+      'the third batch gathered',
+    );
     expect(releases).toHaveLength(2);
 
     releases.shift()?.();
-    await until('the third invocation', () => releases.length === 2);
+    await until(() => releases.length === 2, 3_000, 'the third invocation');
     expect(reports).toEqual([]); // the first batch's deletes are still held
 
     deletesHeld.resolve();
     for (const release of releases.splice(0)) release();
-    await until('three reports', () => reports.length === 3);
+    await until(() => reports.length === 3, 3_000, 'three reports');
     await within(source.stop(), 2_000, 'stop()');
 
     expect(mostRunning).toBe(2);

@@ -4,7 +4,7 @@ import {
   type MauticSimulator,
   type MauticSimulatorOptions,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
+} from '../../mautic-simulator/server.ts';
 
 const { clientId, clientSecret } = DEFAULT_SIMULATOR_CLIENT;
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{86}$/;

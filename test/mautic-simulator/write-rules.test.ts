@@ -1,13 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  type MauticSimulator,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
-import {
-  applyTags,
-  applyWrite,
-  isNumericZero,
-} from '../../infra/local/mautic-simulator/write-rules.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
+import { applyTags, applyWrite, isNumericZero } from '../../mautic-simulator/write-rules.ts';
 
 const contact = { contact: true, customFields: true };
 const company = { contact: false, customFields: true };

@@ -11,16 +11,6 @@ export { type LocalDynamoDb, startLocalDynamoDb };
 
 const silentLogger: Logger = { info: () => {}, warn: () => {}, error: () => {} };
 
-/** A logger that keeps every line, serialised, to look for what must not be logged. */
-export function recordingLogger(): Logger & { lines: string[] } {
-  const lines: string[] = [];
-  const keep =
-    (level: string) =>
-    (message: string, ...extra: Array<Record<string, unknown>>) =>
-      lines.push(JSON.stringify({ level, message, ...Object.assign({}, ...extra) }));
-  return { lines, info: keep('info'), warn: keep('warn'), error: keep('error') };
-}
-
 /** A ledger on a new table of `db`. */
 export async function newLedger(
   db: LocalDynamoDb,

@@ -1,12 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { parsePhpQuery } from '../../infra/local/mautic-simulator/php.ts';
-import {
-  createEntityState,
-  type EntityState,
-  routeEntities,
-} from '../../infra/local/mautic-simulator/rest.ts';
-import { decodeBody } from '../../infra/local/mautic-simulator/symfony.ts';
+import { parsePhpQuery } from '../../mautic-simulator/php.ts';
+import { createEntityState, type EntityState, routeEntities } from '../../mautic-simulator/rest.ts';
+import { decodeBody } from '../../mautic-simulator/symfony.ts';
 
 /**
  * The simulator's REST half (entity store, batch controllers, write rules) behind a `fetch`,

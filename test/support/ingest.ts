@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { type IngestLimits, QueueUnavailableError } from '../../functions/core/ingest.ts';
+import { QueueUnavailableError } from '../../functions/core/errors.ts';
+import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
 import type {
   Clock,
   EventQueue,

@@ -7,8 +7,8 @@ import type { ClientSecret, TokenSecret } from '../../functions/core/token-secre
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
-import type { MauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import type { SecretsManagerFake } from '../../infra/local/secrets-manager-fake.ts';
+import type { MauticSimulator } from '../../mautic-simulator/server.ts';
 
 export const NON_ADMIN = {
   clientId: '7_nonadmin',

@@ -10,8 +10,9 @@ import {
   type MauticSimulator,
   type MauticSimulatorOptions,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
+} from '../../mautic-simulator/server.ts';
 import { freePort } from './net.ts';
+import { until } from './until.ts';
 
 /** Helpers for end-to-end tests that run `npm start` as a user would. */
 
@@ -114,18 +115,6 @@ export async function post(url: string, body: string, headers: Record<string, st
       error?: { code: string };
     },
   };
-}
-
-export async function until(
-  probe: () => boolean | Promise<boolean>,
-  timeoutMs: number,
-  what: () => string,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 export async function stop(
