@@ -3,6 +3,7 @@
  * adapters, the local stand-ins, test fakes) import from here; this module imports no
  * implementation, only plain data types.
  */
+import type { EmittedMetricName, UnitOf } from './metrics.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
 // --- time and HTTP -------------------------------------------------------------------------
@@ -217,11 +218,14 @@ export interface Logger {
   error(message: string, ...extra: Array<Record<string, unknown>>): void;
 }
 
-export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
+export type { MetricUnit } from './metrics.ts';
 
-/** Metrics; Powertools' Metrics fits. */
+/**
+ * Metrics; Powertools' Metrics fits. Only the catalog's metrics (core/metrics.ts), each with
+ * its unit: a new metric is added there first, where the stack's alarms can find it.
+ */
 export interface MetricsSink {
-  addMetric(name: string, unit: MetricUnit, value: number): void;
+  addMetric<Name extends EmittedMetricName>(name: Name, unit: UnitOf<Name>, value: number): void;
 }
 
 /**

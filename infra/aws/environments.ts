@@ -1,10 +1,10 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as z from 'zod';
 import { ENTITY_PATTERN } from '../../functions/core/events.ts';
+import { retryPolicy } from '../../functions/core/retry-policy.ts';
 import {
   MAX_DEDUP_WINDOW_SECONDS,
   MAX_RETRY_HORIZON_SECONDS,
-  retryPolicy,
 } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
@@ -76,7 +76,7 @@ const settingsSchema = z.strictObject({
   logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']),
   /**
    * The entities events may name (`ENTITIES`): "standard" for the standard Mautic entities that
-   * take batch writes (the README lists them), or a list of Mautic API path names.
+   * take batch writes (docs/configuration.md lists them), or a list of Mautic API path names.
    */
   entities: z.union([
     z.literal('standard'),
@@ -87,16 +87,14 @@ const settingsSchema = z.strictObject({
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
 });
-export type EnvironmentSettings = z.output<typeof settingsSchema>;
+/** One environment's settings and its name, as the stack takes them. */
+export type RelaySettings = z.output<typeof settingsSchema> & { name: string };
 
 /**
  * Picks and checks the settings of `-c env=NAME`. A missing or unknown name, or a bad setting,
  * is an error that says what to write.
  */
-export function environmentSettings(
-  name: unknown,
-  environments: unknown,
-): EnvironmentSettings & { name: string } {
+export function environmentSettings(name: unknown, environments: unknown): RelaySettings {
   const known =
     typeof environments === 'object' && environments !== null ? Object.keys(environments) : [];
   if (typeof name !== 'string' || name === '') {

@@ -22,7 +22,7 @@ const FINDINGS: Array<{ path: string; id: string; reason: string }> = [
     path: 'WebhookSecret',
     id: 'AwsSolutions::AwsSolutions-SMG4',
     reason:
-      'The webhook secret is shared with the sending systems, so it is rotated by hand with an overlap: several secrets are accepted at once (README, Deploy).',
+      'The webhook secret is shared with the sending systems, so it is rotated by hand with an overlap: several secrets are accepted at once (docs/operations.md, Sender credentials).',
   },
   {
     path: 'DedupTable',

@@ -4,7 +4,9 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import type { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import type { RelayService } from '../../functions/core/metrics.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -13,7 +15,7 @@ const ROOT = path.resolve(import.meta.dirname, '..', '..');
  * ESM with the AWS SDK bundled, so production runs the SDK version the tests ran. The source map
  * is written beside the bundle, without the sources, for reading a stack trace offline; it is not
  * loaded at run time: `--enable-source-maps` made Node parse it at INIT, which cost more than the
- * rest of the handler's start (measured by `npm run bench:cold-start`; see the README).
+ * rest of the handler's start (measured by `npm run bench:cold-start`; see docs/performance.md).
  * `node:http` is aliased to `node-http.cjs`, which takes the built-in without Node's ESM facade
  * (it loaded undici at INIT: the file says why).
  */
@@ -48,10 +50,11 @@ export function relayAliases(): Record<string, string> {
 export interface RelayFunctionProps {
   /** The folder under `functions/` whose `index.ts` exports `handler`. */
   readonly name: 'ingest' | 'batch' | 'refresh';
-  /** Powertools' service name and metrics namespace. */
-  readonly serviceName: string;
+  /** Powertools' service name (the `service` dimension of its metrics) and metrics namespace. */
+  readonly serviceName: RelayService;
   readonly metricsNamespace: string;
-  readonly environment: Readonly<Record<string, string>>;
+  /** Plain settings; a secret is named with `useSecret`, which grants its use in the same call. */
+  readonly environment?: Readonly<Record<string, string>>;
   readonly timeout: Duration;
   /** @default 512 */
   readonly memorySize?: number;
@@ -109,5 +112,18 @@ export class RelayFunction extends Construct {
       },
       bundling: RELAY_BUNDLING,
     });
+  }
+
+  /**
+   * Lets the function use `secret`: names it in the environment `variable` and grants exactly
+   * `actions` on it, together, so that neither is ever set without the other.
+   */
+  useSecret(
+    variable: string,
+    secret: Secret,
+    actions: string[] = ['secretsmanager:GetSecretValue'],
+  ): void {
+    this.function.addEnvironment(variable, secret.secretArn);
+    this.role.addToPolicy(new iam.PolicyStatement({ actions, resources: [secret.secretArn] }));
   }
 }

@@ -14,35 +14,25 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-import { retryDelaySeconds } from '../../functions/core/outcomes.ts';
+import { retryDelaySeconds, retryPolicy } from '../../functions/core/retry-policy.ts';
 import {
   loadBatchConfig,
   loadIngestConfig,
   loadRefreshConfig,
-  retryPolicy,
 } from '../../functions/shared/config.ts';
 import { environmentSettings } from '../../infra/aws/environments.ts';
 import { acknowledgeFindings } from '../../infra/aws/nag.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
+import { environments, relayStack } from './synth.ts';
 
 const run = promisify(execFile);
-
-const environments = JSON.parse(readFileSync('cdk.json', 'utf8')).context.environments as Record<
-  string,
-  Record<string, unknown>
->;
 
 function synth(
   name = 'dev',
   overrides: Record<string, unknown> = {},
   options: { acknowledge?: boolean } = {},
 ) {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const settings = environmentSettings(name, {
-    ...environments,
-    [name]: { ...environments[name], ...overrides },
-  });
-  const stack = new RelayStack(app, `MauticRelay-${name}`, { settings });
+  const { app, stack, settings } = relayStack(name, overrides);
   if (options.acknowledge !== false) acknowledgeFindings(stack);
   return { app, stack, settings, template: Template.fromStack(stack) };
 }

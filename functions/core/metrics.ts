@@ -1,0 +1,118 @@
+/**
+ * Every metric the relay emits, in one place: the emitters may only use these names and units
+ * (`MetricsSink` in ports.ts is typed by this table), and the stack's alarms and dashboard take
+ * their names, namespace and dimensions from it (infra/aws/observability.ts). A test
+ * (test/infra/metrics.test.ts) fails when an alarm or a widget watches a metric nothing emits,
+ * or when an entry here is emitted by nothing.
+ */
+
+/** The CloudWatch units the relay's metrics use; Powertools' and CloudWatch's spell them alike. */
+export type MetricUnit = 'Count' | 'Milliseconds' | 'Percent' | 'Seconds';
+
+/** The relay's functions, by their Powertools service name (the `service` dimension). */
+export type RelayService = 'ingest' | 'batch' | 'refresh';
+
+interface MetricSpec {
+  readonly unit: MetricUnit;
+  /**
+   * How the metric reaches CloudWatch. `addMetric`: the function calls `MetricsSink.addMetric`
+   * and Powertools writes it with the function's service name as the only dimension.
+   * `logFilter`: a metric filter on the function's log group counts a log event; such metrics
+   * have no dimensions, and no code may emit them as well (they would count twice).
+   */
+  readonly madeBy: 'addMetric' | 'logFilter';
+  /** The function that emits the metric, or whose log group the filter reads. */
+  readonly service: RelayService;
+  /** What one data point means. */
+  readonly means: string;
+}
+
+export const METRICS = {
+  EventsDelivered: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means: 'Events of one invocation that Mautic accepted.',
+  },
+  EventsRejected: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means: 'Events of one invocation put on the dead-letter queue.',
+  },
+  EventsRetried: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means: 'Events of one invocation left to the queue for a later try.',
+  },
+  MauticCalls: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means: 'One Mautic batch call, whatever its answer.',
+  },
+  MauticLatency: {
+    unit: 'Milliseconds',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means: 'How long one Mautic batch call took.',
+  },
+  BatchFill: {
+    unit: 'Percent',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means: 'Items in one Mautic call, as a share of the most one call may carry.',
+  },
+  TokenRefreshed: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'refresh',
+    means: 'The refresher stored new tokens from Mautic.',
+  },
+  TokenRefreshFailed: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'refresh',
+    means: 'A refresher run that ended in failure (its log says why).',
+  },
+  AccessTokenSecondsLeft: {
+    unit: 'Seconds',
+    madeBy: 'addMetric',
+    service: 'refresh',
+    means: 'Seconds until the stored access token expires, at each refresher run.',
+  },
+  RefreshTokenSecondsLeft: {
+    unit: 'Seconds',
+    madeBy: 'addMetric',
+    service: 'refresh',
+    means: 'Seconds until the stored refresh token expires (0 once Mautic refused it).',
+  },
+  DedupStoreErrors: {
+    unit: 'Count',
+    madeBy: 'logFilter',
+    service: 'ingest',
+    means: 'An ingest request refused with 503 because its de-duplication table failed.',
+  },
+} as const satisfies Record<string, MetricSpec>;
+
+export type MetricName = keyof typeof METRICS;
+
+/** The metrics a function emits itself, through `MetricsSink`. */
+export type EmittedMetricName = {
+  [Name in MetricName]: (typeof METRICS)[Name]['madeBy'] extends 'addMetric' ? Name : never;
+}[MetricName];
+
+/** The unit the catalog gives a metric. */
+export type UnitOf<Name extends MetricName> = (typeof METRICS)[Name]['unit'];
+
+/** The metrics namespace of one environment (Powertools writes there, the alarms read there). */
+export function metricsNamespace(environment: string): string {
+  return `MauticBatchRelay/${environment}`;
+}
+
+/** The dimensions a metric is written with (see `MetricSpec.madeBy`). */
+export function metricDimensions(name: MetricName): Record<string, string> {
+  const spec: MetricSpec = METRICS[name];
+  return spec.madeBy === 'addMetric' ? { service: spec.service } : {};
+}

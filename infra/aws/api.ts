@@ -1,0 +1,50 @@
+import type { Stack } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type { RelaySettings } from './environments.ts';
+import type { RelayFunction } from './relay-function.ts';
+
+/** The HTTP API: `POST /events` to the ingest function, on a throttled stage with access logs. */
+export function ingestApi(
+  stack: Stack,
+  settings: RelaySettings,
+  ingest: RelayFunction,
+): apigw.HttpApi {
+  const accessLogs = new logs.LogGroup(stack, 'ApiAccessLogs', {
+    retention: settings.logRetentionDays,
+  });
+  const api = new apigw.HttpApi(stack, 'Api', {
+    createDefaultStage: false,
+    description: `Mautic batch relay (${settings.name})`,
+  });
+  new apigw.HttpStage(stack, 'ApiStage', {
+    httpApi: api,
+    stageName: '$default',
+    autoDeploy: true,
+    throttle: settings.apiThrottle,
+    accessLogSettings: {
+      destination: new apigw.LogGroupLogDestination(accessLogs),
+      // HTTP APIs have their own $context variables; the REST API's standard format is not for them.
+      format: AccessLogFormat.custom(
+        JSON.stringify({
+          requestId: '$context.requestId',
+          ip: '$context.identity.sourceIp',
+          requestTime: '$context.requestTime',
+          routeKey: '$context.routeKey',
+          status: '$context.status',
+          responseLength: '$context.responseLength',
+          responseLatency: '$context.responseLatency',
+          integrationError: '$context.integrationErrorMessage',
+        }),
+      ),
+    },
+  });
+  api.addRoutes({
+    path: '/events',
+    methods: [apigw.HttpMethod.POST],
+    integration: new HttpLambdaIntegration('IngestIntegration', ingest.function),
+  });
+  return api;
+}

@@ -1,0 +1,155 @@
+import { Duration, type Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { metricsNamespace } from '../../functions/core/metrics.ts';
+import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
+import { ENV } from '../../functions/shared/config.ts';
+import type { RelaySettings } from './environments.ts';
+import { RelayFunction, type RelayFunctionProps } from './relay-function.ts';
+import type { RelayQueues, RelaySecrets } from './storage.ts';
+
+export interface RelayFunctions {
+  readonly ingest: RelayFunction;
+  readonly batch: RelayFunction;
+  readonly refresh: RelayFunction;
+}
+
+/** What the functions work on. */
+export interface FunctionResources {
+  readonly queues: RelayQueues;
+  readonly secrets: RelaySecrets;
+  readonly dedupTable: dynamodb.Table;
+  readonly retry: RetryPolicy;
+}
+
+/**
+ * The three functions, each allowed exactly what it needs on exactly its own resources. The
+ * refresher comes first: the batch function is given its name.
+ */
+export function relayFunctions(
+  stack: Stack,
+  settings: RelaySettings,
+  resources: FunctionResources,
+): RelayFunctions {
+  const common = {
+    metricsNamespace: metricsNamespace(settings.name),
+    logRetention: settings.logRetentionDays,
+    logLevel: settings.logLevel,
+  };
+  const refresh = refreshFunction(stack, settings, common, resources.secrets);
+  const batch = batchFunction(stack, settings, common, { ...resources, refresh });
+  const ingest = ingestFunction(stack, settings, common, resources);
+  return { ingest, batch, refresh };
+}
+
+type Common = Pick<RelayFunctionProps, 'metricsNamespace' | 'logRetention' | 'logLevel'>;
+
+/** The token refresher, on its schedule: the single writer of the token secret. */
+function refreshFunction(
+  stack: Stack,
+  settings: RelaySettings,
+  common: Common,
+  secrets: RelaySecrets,
+): RelayFunction {
+  const refresh = new RelayFunction(stack, 'Refresh', {
+    ...common,
+    name: 'refresh',
+    serviceName: 'refresh',
+    timeout: Duration.seconds(30),
+    // Two refreshes must never race on a refresh token.
+    reservedConcurrentExecutions: 1,
+  });
+  refresh.useSecret(ENV.CLIENT_SECRET_ID, secrets.client);
+  // Put a pending version, then move AWSCURRENT to it only from the version read.
+  refresh.useSecret(ENV.TOKEN_SECRET_ID, secrets.token, [
+    'secretsmanager:GetSecretValue',
+    'secretsmanager:PutSecretValue',
+    'secretsmanager:UpdateSecretVersionStage',
+  ]);
+  new events.Rule(stack, 'RefreshSchedule', {
+    schedule: events.Schedule.expression(settings.refreshSchedule),
+    targets: [new targets.LambdaFunction(refresh.function, { retryAttempts: 0 })],
+  });
+  return refresh;
+}
+
+/** The batch function on the events queue: delivers to Mautic, dead-letters, asks for tokens. */
+function batchFunction(
+  stack: Stack,
+  settings: RelaySettings,
+  common: Common,
+  { queues, secrets, retry, refresh }: FunctionResources & { refresh: RelayFunction },
+): RelayFunction {
+  const batch = new RelayFunction(stack, 'Batch', {
+    ...common,
+    name: 'batch',
+    serviceName: 'batch',
+    timeout: Duration.seconds(settings.batchTimeoutSeconds),
+    // At least the event source's maximum concurrency: an account-wide throttle must not make
+    // the mapping's invokes fail, each failure costing every event of the batch a receive.
+    reservedConcurrentExecutions: settings.maxConcurrency,
+    environment: {
+      [ENV.MAUTIC_BASE_URL]: settings.mauticBaseUrl,
+      [ENV.EVENTS_QUEUE_URL]: queues.events.queueUrl,
+      [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetter.queueUrl,
+      [ENV.REFRESH_FUNCTION_NAME]: refresh.function.functionName,
+      [ENV.BATCH_SIZE]: String(settings.batchSize),
+      [ENV.RETRY_BASE_SECONDS]: String(retry.baseSeconds),
+      [ENV.RETRY_MAX_DELAY_SECONDS]: String(retry.maxDelaySeconds),
+      [ENV.RETRY_HORIZON_SECONDS]: String(retry.horizonSeconds),
+      [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
+    },
+  });
+  // The event source grants the batch role Receive, Delete, ChangeMessageVisibility,
+  // GetQueueAttributes and GetQueueUrl on the events queue: all the function needs of it.
+  batch.function.addEventSource(
+    new SqsEventSource(queues.events, {
+      batchSize: settings.batchSize,
+      maxBatchingWindow: Duration.seconds(settings.batchingWindowSeconds),
+      reportBatchItemFailures: true,
+      maxConcurrency: settings.maxConcurrency,
+    }),
+  );
+  allow(batch, ['sqs:SendMessage'], queues.deadLetter.queueArn);
+  batch.useSecret(ENV.TOKEN_SECRET_ID, secrets.token);
+  allow(batch, ['lambda:InvokeFunction'], refresh.function.functionArn);
+  return batch;
+}
+
+/** The ingest function behind the API: checks requests, remembers their ids, enqueues events. */
+function ingestFunction(
+  stack: Stack,
+  settings: RelaySettings,
+  common: Common,
+  { queues, secrets, dedupTable }: FunctionResources,
+): RelayFunction {
+  const ingest = new RelayFunction(stack, 'Ingest', {
+    ...common,
+    name: 'ingest',
+    serviceName: 'ingest',
+    timeout: Duration.seconds(10),
+    environment: {
+      [ENV.EVENTS_QUEUE_URL]: queues.events.queueUrl,
+      [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
+      [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
+      ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
+    },
+  });
+  // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),
+  // save the answer (update), free the id after a failure (delete). Nothing else.
+  allow(
+    ingest,
+    ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+    dedupTable.tableArn,
+  );
+  allow(ingest, ['sqs:SendMessage'], queues.events.queueArn);
+  ingest.useSecret(ENV.WEBHOOK_SECRET_ID, secrets.webhook);
+  return ingest;
+}
+
+function allow(fn: RelayFunction, actions: string[], resource: string): void {
+  fn.role.addToPolicy(new iam.PolicyStatement({ actions, resources: [resource] }));
+}

@@ -1,0 +1,266 @@
+import { Duration, type Stack } from 'aws-cdk-lib';
+import type * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import {
+  METRICS,
+  type MetricName,
+  type MetricUnit,
+  metricDimensions,
+  metricsNamespace,
+  type UnitOf,
+} from '../../functions/core/metrics.ts';
+import { DEDUP_STORE_FAILED_EVENT } from '../../functions/shared/config.ts';
+import type { RelaySettings } from './environments.ts';
+import type { RelayFunctions } from './functions.ts';
+import type { RelayQueues } from './storage.ts';
+
+/** What the alarms and the dashboard watch. */
+export interface Watched {
+  readonly queues: RelayQueues;
+  readonly functions: RelayFunctions;
+  readonly api: apigw.HttpApi;
+}
+
+/** An alarm threshold in the unit the metric catalog gives its metric; the compiler holds one to the other. */
+interface Threshold<Name extends MetricName> {
+  readonly unit: UnitOf<Name>;
+  readonly value: number;
+}
+
+/** Alarm thresholds that are facts of Mautic and of the design, not settings. */
+const ACCESS_TOKEN_ALARM: Threshold<'AccessTokenSecondsLeft'> = { unit: 'Seconds', value: 600 };
+const REFRESH_TOKEN_ALARM: Threshold<'RefreshTokenSecondsLeft'> = {
+  unit: 'Seconds',
+  value: 2 * 86_400,
+};
+
+/** The catalog's units as CloudWatch's, and as a dashboard title shows them. */
+const UNITS: Readonly<Record<MetricUnit, { cloudwatch: cloudwatch.Unit; label: string }>> = {
+  Count: { cloudwatch: cloudwatch.Unit.COUNT, label: 'count' },
+  Milliseconds: { cloudwatch: cloudwatch.Unit.MILLISECONDS, label: 'ms' },
+  Percent: { cloudwatch: cloudwatch.Unit.PERCENT, label: '%' },
+  Seconds: { cloudwatch: cloudwatch.Unit.SECONDS, label: 's' },
+};
+
+const FIVE_MINUTES = Duration.minutes(5);
+
+/**
+ * Alarms to an SNS topic (e-mailed when the environment names an address) and the dashboard.
+ * The relay's own metrics are read from the metric catalog: its names, the environment's
+ * namespace, and the dimensions Powertools writes them with.
+ */
+export function alarmsAndDashboard(
+  stack: Stack,
+  settings: RelaySettings,
+  watched: Watched,
+): cloudwatch.Dashboard {
+  const relayMetric = relayMetrics(metricsNamespace(settings.name));
+  const alarm = alarmsTo(stack, alarmTopic(stack, settings));
+  queueAndFunctionAlarms(alarm, settings, watched);
+  tokenAlarms(alarm, relayMetric, watched.functions);
+  ingestAlarms(stack, alarm, settings, watched);
+  return dashboard(stack, settings, relayMetric, watched);
+}
+
+type RelayMetric = (name: MetricName, statistic: string, period?: Duration) => cloudwatch.Metric;
+type AlarmOn = (
+  id: string,
+  description: string,
+  props: Omit<cloudwatch.AlarmProps, 'alarmDescription'>,
+) => cloudwatch.Alarm;
+
+/** A metric of the catalog, where and how its emitter writes it. */
+function relayMetrics(namespace: string): RelayMetric {
+  return (name, statistic, period = FIVE_MINUTES) =>
+    new cloudwatch.Metric({
+      namespace,
+      metricName: name,
+      dimensionsMap: metricDimensions(name),
+      statistic,
+      period,
+    });
+}
+
+function alarmTopic(stack: Stack, settings: RelaySettings): sns.Topic {
+  const topic = new sns.Topic(stack, 'Alarms', {
+    displayName: `Mautic relay ${settings.name} alarms`,
+    enforceSSL: true,
+  });
+  if (settings.alarmEmail)
+    topic.addSubscription(new subscriptions.EmailSubscription(settings.alarmEmail));
+  return topic;
+}
+
+function alarmsTo(stack: Stack, topic: sns.Topic): AlarmOn {
+  return (id, description, props) => {
+    const created = new cloudwatch.Alarm(stack, id, { ...props, alarmDescription: description });
+    created.addAlarmAction(new actions.SnsAction(topic));
+    return created;
+  };
+}
+
+/** An alarm on any data point above `threshold` in one period; no data is no alarm. */
+function above(metric: cloudwatch.IMetric, threshold = 0) {
+  return {
+    metric,
+    threshold,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  };
+}
+
+function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched: Watched) {
+  const { queues, functions } = watched;
+  alarm(
+    'DeadLetterAlarm',
+    'Events are in the dead-letter queue: read their relay.reason attributes, fix, then redrive.',
+    above(
+      queues.deadLetter.metricApproximateNumberOfMessagesVisible({
+        period: FIVE_MINUTES,
+        statistic: 'Maximum',
+      }),
+    ),
+  );
+  alarm(
+    'OldestEventAlarm',
+    'Events wait too long in the queue: is Mautic reachable, rate-limited, or is the batch function failing?',
+    above(
+      queues.events.metricApproximateAgeOfOldestMessage({
+        period: FIVE_MINUTES,
+        statistic: 'Maximum',
+      }),
+      settings.oldestEventAlarmSeconds,
+    ),
+  );
+  alarm(
+    'BatchErrorsAlarm',
+    'The batch function failed: see its log group.',
+    above(functions.batch.function.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' })),
+  );
+  alarm(
+    'BatchThrottlesAlarm',
+    'The batch function is throttled: raise the account concurrency or lower maxConcurrency.',
+    above(functions.batch.function.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' })),
+  );
+}
+
+function tokenAlarms(alarm: AlarmOn, relayMetric: RelayMetric, functions: Watched['functions']) {
+  alarm(
+    'RefreshFailedAlarm',
+    'Token refresh failed: the refresher log names the fix.',
+    above(
+      new cloudwatch.MathExpression({
+        expression: 'FILL(failed, 0) + FILL(errors, 0)',
+        usingMetrics: {
+          failed: relayMetric('TokenRefreshFailed', 'Sum'),
+          errors: functions.refresh.function.metricErrors({
+            period: FIVE_MINUTES,
+            statistic: 'Sum',
+          }),
+        },
+        period: FIVE_MINUTES,
+      }),
+    ),
+  );
+  alarm(
+    'AccessTokenAlarm',
+    'The Mautic access token is about to expire and is not being refreshed.',
+    {
+      // 15 minutes hold several scheduled runs: no data in that long means no refresher.
+      metric: relayMetric('AccessTokenSecondsLeft', 'Minimum', Duration.minutes(15)),
+      threshold: ACCESS_TOKEN_ALARM.value,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    },
+  );
+  alarm(
+    'RefreshTokenAlarm',
+    'The Mautic refresh token expires within 2 days, or Mautic refused it (revoked, or spent by a refresh whose answer was lost): run "npx mautic-relay authorize".',
+    {
+      metric: relayMetric('RefreshTokenSecondsLeft', 'Minimum'),
+      threshold: REFRESH_TOKEN_ALARM.value,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    },
+  );
+}
+
+function ingestAlarms(stack: Stack, alarm: AlarmOn, settings: RelaySettings, watched: Watched) {
+  // Every store failure the ingest meets (unreachable, throttled, denied, DynamoDB's own
+  // errors) is one log line with this event; each means a request refused with 503.
+  const name = 'DedupStoreErrors' satisfies MetricName;
+  const dedupFailures = new logs.MetricFilter(stack, `${name}Filter`, {
+    logGroup: watched.functions[METRICS[name].service].logGroup,
+    filterPattern: logs.FilterPattern.stringValue('$.event', '=', DEDUP_STORE_FAILED_EVENT),
+    metricNamespace: metricsNamespace(settings.name),
+    metricName: name,
+    metricValue: '1',
+    unit: UNITS[METRICS[name].unit].cloudwatch,
+  });
+  alarm(
+    'DedupStoreAlarm',
+    'The ingest could not use its de-duplication table: requests whose id could not be claimed were refused with 503 (senders retry); see the ingest log group (event dedup_store_failed).',
+    above(dedupFailures.metric({ period: FIVE_MINUTES, statistic: 'Sum' })),
+  );
+  alarm(
+    'Ingest5xxAlarm',
+    'The ingest endpoint answered 5xx: senders are retrying; see the ingest log group.',
+    above(watched.api.metricServerError({ period: FIVE_MINUTES, statistic: 'Sum' })),
+  );
+}
+
+function dashboard(
+  stack: Stack,
+  settings: RelaySettings,
+  relayMetric: RelayMetric,
+  { queues }: Watched,
+): cloudwatch.Dashboard {
+  const period = FIVE_MINUTES;
+  return new cloudwatch.Dashboard(stack, 'Dashboard', {
+    dashboardName: `MauticRelay-${settings.name}`,
+    widgets: [
+      [
+        graph('Events in', [
+          queues.events.metricNumberOfMessagesSent({ period, statistic: 'Sum' }),
+        ]),
+        graph('Delivered, rejected, retried', [
+          relayMetric('EventsDelivered', 'Sum'),
+          relayMetric('EventsRejected', 'Sum'),
+          relayMetric('EventsRetried', 'Sum'),
+        ]),
+        graph(titled('Batch fill', 'BatchFill'), [relayMetric('BatchFill', 'Average')]),
+      ],
+      [
+        graph(titled('Mautic latency', 'MauticLatency'), [
+          relayMetric('MauticLatency', 'p50'),
+          relayMetric('MauticLatency', 'p99'),
+        ]),
+        graph('Queue depth', [
+          queues.events.metricApproximateNumberOfMessagesVisible({ period }),
+          queues.deadLetter.metricApproximateNumberOfMessagesVisible({ period }),
+        ]),
+        graph('Oldest event (s)', [queues.events.metricApproximateAgeOfOldestMessage({ period })]),
+        graph('Token seconds left', [
+          relayMetric('AccessTokenSecondsLeft', 'Minimum'),
+          relayMetric('RefreshTokenSecondsLeft', 'Minimum'),
+        ]),
+      ],
+    ],
+  });
+}
+
+/** A widget title with the unit the catalog gives its metric. */
+function titled(title: string, metric: MetricName): string {
+  return `${title} (${UNITS[METRICS[metric].unit].label})`;
+}
+
+function graph(title: string, metrics: cloudwatch.IMetric[]): cloudwatch.GraphWidget {
+  return new cloudwatch.GraphWidget({ title, left: metrics, width: 8 });
+}

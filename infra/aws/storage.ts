@@ -1,0 +1,117 @@
+import { Duration, type RemovalPolicy, SecretValue, type Stack } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
+import {
+  DEDUP_TABLE_KEY,
+  DEDUP_TTL_ATTRIBUTE,
+  secretNames,
+} from '../../functions/shared/config.ts';
+import type { RelaySettings } from './environments.ts';
+
+/*
+ * Where the relay keeps what must outlive an invocation: events, request ids and secrets. Each is
+ * created in the stack's own scope under the id it always had, so that its logical id, and with it
+ * the live resource and its data, survives an upgrade.
+ */
+
+export interface RelayQueues {
+  readonly events: sqs.Queue;
+  readonly deadLetter: sqs.Queue;
+}
+
+/**
+ * SSE and TLS only. The events queue keeps an event a day beyond its retry horizon (at least the
+ * SQS default of 4 days), so a backlog cannot outlive it; the dead-letter queue keeps messages
+ * the longest SQS allows.
+ */
+export function relayQueues(
+  stack: Stack,
+  settings: RelaySettings,
+  retry: RetryPolicy,
+  removalPolicy: RemovalPolicy,
+): RelayQueues {
+  const deadLetter = new sqs.Queue(stack, 'DeadLetterQueue', {
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    retentionPeriod: Duration.days(14),
+    removalPolicy,
+  });
+  const events = new sqs.Queue(stack, 'EventsQueue', {
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    retentionPeriod: Duration.seconds(
+      Math.min(14 * 86_400, Math.max(4 * 86_400, retry.horizonSeconds + 86_400)),
+    ),
+    // AWS: at least 6 times the function timeout, so retries inside it never overlap a redelivery.
+    visibilityTimeout: Duration.seconds(6 * settings.batchTimeoutSeconds),
+    // Failures that are not the events' own are retried for a horizon of time, not a number of
+    // receives: maxReceiveCount is derived from it and is only a backstop, for receives the
+    // function never settles (e.g. crashes).
+    deadLetterQueue: { queue: deadLetter, maxReceiveCount: retry.maxReceiveCount },
+    removalPolicy,
+  });
+  return { events, deadLetter };
+}
+
+export interface RelaySecrets {
+  readonly client: secretsmanager.Secret;
+  readonly token: secretsmanager.Secret;
+  readonly webhook: secretsmanager.Secret;
+}
+
+/**
+ * The client and token secrets start as `{}`: `credentials` and the refresher (or `authorize`)
+ * write their values, and a redeploy leaves those alone. The webhook secret starts with a
+ * generated key.
+ */
+export function relaySecrets(
+  stack: Stack,
+  environment: string,
+  removalPolicy: RemovalPolicy,
+): RelaySecrets {
+  const names = secretNames(environment);
+  const client = new secretsmanager.Secret(stack, 'ClientSecret', {
+    secretName: names.client,
+    description:
+      'Mautic OAuth2 credential (written with "npx mautic-relay credentials"; read by the refresher only)',
+    secretStringValue: SecretValue.unsafePlainText('{}'),
+    removalPolicy,
+  });
+  const token = new secretsmanager.Secret(stack, 'TokenSecret', {
+    secretName: names.token,
+    description: 'Mautic tokens (written by the refresher only; read by the batch function)',
+    secretStringValue: SecretValue.unsafePlainText('{}'),
+    removalPolicy,
+  });
+  const webhook = new secretsmanager.Secret(stack, 'WebhookSecret', {
+    secretName: names.webhook,
+    description:
+      'Ingest credentials: whsec_ + generatedSecret, plus optional webhookSecrets and apiKeys lists',
+    generateSecretString: {
+      secretStringTemplate: JSON.stringify({ webhookSecrets: [], apiKeys: [] }),
+      generateStringKey: 'generatedSecret',
+      // 32 letters and digits are the base64 of 24 bytes: a valid Standard Webhooks key.
+      passwordLength: 32,
+      excludePunctuation: true,
+      includeSpace: false,
+    },
+    removalPolicy,
+  });
+  return { client, token, webhook };
+}
+
+/**
+ * Request ids the ingest has accepted (contract §1, Idempotency): short-lived records that
+ * DynamoDB's TTL sweeps away; on demand, since ingest traffic is bursty.
+ */
+export function dedupTable(stack: Stack, removalPolicy: RemovalPolicy): dynamodb.Table {
+  return new dynamodb.Table(stack, 'DedupTable', {
+    partitionKey: { name: DEDUP_TABLE_KEY, type: dynamodb.AttributeType.STRING },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    timeToLiveAttribute: DEDUP_TTL_ATTRIBUTE,
+    encryption: dynamodb.TableEncryption.AWS_MANAGED,
+    removalPolicy,
+  });
+}
