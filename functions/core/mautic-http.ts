@@ -1,4 +1,5 @@
 import {
+  BodyTooLargeError,
   MauticAuthError,
   MauticBatchLimitError,
   type MauticError,
@@ -109,31 +110,23 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
         throw failed(error, response.status >= 200 && response.status < 300);
       }
 
-      const text = new TextDecoder().decode(bytes);
-      if (text.trim() === '')
-        return {
-          status: response.status,
-          headers: response.headers,
-          json: undefined,
-          isJson: false,
-        };
-      try {
-        return {
-          status: response.status,
-          headers: response.headers,
-          json: JSON.parse(text),
-          isJson: true,
-        };
-      } catch {
-        return {
-          status: response.status,
-          headers: response.headers,
-          json: undefined,
-          isJson: false,
-        };
-      }
+      return answerOf(response, new TextDecoder().decode(bytes));
     },
   };
+}
+
+/**
+ * The answer with its body parsed when it is JSON. A body that is empty or not JSON is no
+ * error here: whether it is acceptable depends on the call and its status, which callers judge.
+ */
+function answerOf(response: Response, text: string): MauticAnswer {
+  const { status, headers } = response;
+  if (text.trim() === '') return { status, headers, json: undefined, isJson: false };
+  try {
+    return { status, headers, json: JSON.parse(text), isJson: true };
+  } catch {
+    return { status, headers, json: undefined, isJson: false };
+  }
 }
 
 /** Error codes of a connection that never opened, so no request left (Node and undici). */
@@ -157,10 +150,6 @@ function failedToConnect(error: unknown): boolean {
     cause = (cause as { cause?: unknown }).cause;
   }
   return false;
-}
-
-class BodyTooLargeError extends Error {
-  override name = 'BodyTooLargeError';
 }
 
 async function readCapped(response: Response, maxBytes: number): Promise<Uint8Array> {

@@ -1,37 +1,24 @@
-import { createHash } from 'node:crypto';
-import { MauticTokenError } from './errors.ts';
-import type {
-  Clock,
-  Logger,
-  MauticTokens,
-  MetricsSink,
-  StoredTokens,
-  TokenGranter,
-  TokenVault,
-} from './ports.ts';
+import { describeError, MauticTokenError } from './errors.ts';
+import type { Clock, MauticTokens, MetricsSink, StoredTokens, TokenGranter } from './ports.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 import { usableFor } from './token-wait.ts';
+import {
+  healPendingWrite,
+  requestTokenFor,
+  type TokenWriteDeps,
+  write,
+  writeOrKeep,
+} from './token-writes.ts';
 
-/** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
-interface UnsavedWrite {
-  token: TokenSecret;
-  requestToken: string;
-  basedOn: string | undefined;
-}
-
-export interface RefreshDeps {
-  vault: TokenVault;
+export interface RefreshDeps extends TokenWriteDeps {
   /** A granter whose token call may take `timeoutMs` at most. */
   granterFor: (client: ClientSecret, timeoutMs: number) => TokenGranter;
   clock: Clock;
-  logger: Logger;
   metrics: MetricsSink;
   /** Refresh when the access token has less than this left. @default 900 */
   refreshAheadSeconds: number;
   /** Mautic does not say when a refresh token expires; its default lifetime is 14 days. */
   refreshTokenLifetimeSeconds: number;
-  /** Tokens obtained but not yet stored; kept for the life of the container. */
-  unsaved: { value: UnsavedWrite | undefined };
   /** What is left of this run's time (Lambda's `getRemainingTimeInMillis`). */
   remainingMs?: () => number;
 }
@@ -91,9 +78,41 @@ export async function refreshTokens(
   request: RefreshRequest,
   deps: RefreshDeps,
 ): Promise<RefreshOutcome> {
-  const { vault, clock, logger, metrics } = deps;
-  const now = clock.now();
+  const now = deps.clock.now();
+  const current = await completeEarlierWrites(now, deps);
+  if (isOutcome(current)) return current;
+  const kept = keepStored(request, current.token, now, deps);
+  if (kept) return kept;
+  const granted = await grantNewTokens(current, now, deps);
+  if (isOutcome(granted)) return granted;
+  return storeNewTokens(request, granted, current, now, deps);
+}
 
+/** The tokens read, and the id of the version they were read from (the compare-and-swap base). */
+interface CurrentTokens {
+  token: TokenSecret | undefined;
+  versionId: string | undefined;
+}
+
+/** New tokens from Mautic, and the grant that gave them. */
+interface Granted {
+  tokens: MauticTokens;
+  grant: 'refresh_token' | 'client_credentials';
+}
+
+function isOutcome(value: object): value is RefreshOutcome {
+  return 'action' in value;
+}
+
+/**
+ * Reads the current tokens once every earlier write is complete: this container's unsaved
+ * tokens first, then a half-finished write of any container. Both hold a refresh token Mautic
+ * already rotated to, so a token call made before they are stored would spend the old one.
+ */
+async function completeEarlierWrites(
+  now: number,
+  deps: RefreshDeps,
+): Promise<CurrentTokens | RefreshOutcome> {
   const pending = deps.unsaved.value;
   if (pending) {
     const stored = await write(pending, deps);
@@ -101,99 +120,159 @@ export async function refreshTokens(
     deps.unsaved.value = undefined;
   }
 
-  let { token, versionId } = await vault.readToken();
-  const healed = await healPendingWrite(versionId, deps);
-  if (healed === 'failed') return failed(token, now, deps, 'write_failed');
+  const current = await deps.vault.readToken();
+  const healed = await healPendingWrite(current.versionId, deps);
+  if (healed === 'failed') return failed(current.token, now, deps, 'write_failed');
   // Without knowing whether a half-finished write holds the rotated refresh token, a token call
   // could spend the old one: try again next run instead.
-  if (healed === 'unknown') return failed(token, now, deps, 'pending_unreadable');
-  if (healed) ({ token, versionId } = healed);
+  if (healed === 'unknown') return failed(current.token, now, deps, 'pending_unreadable');
+  return healed ?? current;
+}
 
-  const msLeft = token ? Date.parse(token.accessTokenExpiresAt) - now : 0;
-  if (token && !request.force && msLeft > refreshAheadMs(token, deps)) {
-    reportLifetimes(token, now, metrics);
+/**
+ * The outcome of a run that needs no token call: the access token has more than
+ * `refreshAheadMs` left and the run is not forced, or a forced run names stale tokens and finds
+ * others, still usable, stored (so many callers that found the same tokens stale cause one
+ * refresh). Nothing when the run must refresh.
+ */
+function keepStored(
+  request: RefreshRequest,
+  token: TokenSecret | undefined,
+  now: number,
+  deps: RefreshDeps,
+): RefreshOutcome | undefined {
+  if (!token) return undefined;
+  const msLeft = Date.parse(token.accessTokenExpiresAt) - now;
+  if (!request.force && msLeft > refreshAheadMs(token, deps)) {
+    reportLifetimes(token, now, deps.metrics);
     return { action: 'none', why: 'fresh', stored: storedOf(token) };
   }
   if (
-    token &&
     request.force &&
     request.staleUpdatedAt !== undefined &&
     token.updatedAt !== request.staleUpdatedAt &&
     usableFor(token, now)
   ) {
-    logger.info('Forced refresh skipped: newer tokens than the caller had are stored', {
+    deps.logger.info('Forced refresh skipped: newer tokens than the caller had are stored', {
       reason: request.reason,
     });
-    reportLifetimes(token, now, metrics);
+    reportLifetimes(token, now, deps.metrics);
     return { action: 'none', why: 'newer_stored', stored: storedOf(token) };
   }
+  return undefined;
+}
 
+/** Reads the credential and makes the token call; a failure is the run's outcome. */
+async function grantNewTokens(
+  current: CurrentTokens,
+  now: number,
+  deps: RefreshDeps,
+): Promise<Granted | RefreshOutcome> {
+  const { token } = current;
   let client: ClientSecret;
   try {
-    ({ client } = await vault.readClient());
+    ({ client } = await deps.vault.readClient());
   } catch (error) {
-    logger.error('Cannot read the Mautic credential: run "npx mautic-relay credentials"', {
-      error: describe(error),
+    deps.logger.error('Cannot read the Mautic credential: run "npx mautic-relay credentials"', {
+      error: describeError(error),
     });
     return failed(token, now, deps, 'client_secret_unreadable');
   }
   // Most of the run's time goes to the token call: an answer given up on may be a rotated refresh
-  // token lost for good (see above).
+  // token lost for good (see `refreshTokens`).
   const remaining = deps.remainingMs?.() ?? DEFAULT_TOKEN_CALL_MS + WRITE_RESERVE_MS;
   const granter = deps.granterFor(client, Math.max(1_000, remaining - WRITE_RESERVE_MS));
-  const refreshToken =
-    token?.refreshToken &&
-    (!token.refreshTokenExpiresAt || Date.parse(token.refreshTokenExpiresAt) > now)
-      ? token.refreshToken
-      : undefined;
-
-  let tokens: MauticTokens;
-  let grant: 'refresh_token' | 'client_credentials';
   try {
-    if (refreshToken) {
-      try {
-        tokens = await granter.refresh(refreshToken);
-        grant = 'refresh_token';
-      } catch (error) {
-        if (!(isInvalidGrant(error) && client.grantType === 'client_credentials')) throw error;
-        logger.warn('The refresh token was refused; falling back to client_credentials');
-        tokens = await granter.clientCredentials();
-        grant = 'client_credentials';
-      }
-    } else if (client.grantType === 'client_credentials') {
-      tokens = await granter.clientCredentials();
-      grant = 'client_credentials';
-    } else {
-      return needsAuthorize(token, now, deps, 'no usable refresh token is stored');
-    }
+    const granted = await callGranter(granter, client, usableRefreshToken(token, now), deps);
+    return granted ?? needsAuthorize(token, now, deps, 'no usable refresh token is stored');
   } catch (error) {
-    if (isInvalidGrant(error) && token) {
-      // Dropping the dead refresh token is what stops further calls until `authorize` is run;
-      // if the write fails it is kept and retried before any token call.
-      const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
-      await writeOrKeep(
-        { token: rest, requestToken: requestTokenFor(versionId, rest), basedOn: versionId },
-        deps,
-      );
-      return needsAuthorize(
-        rest,
-        now,
-        deps,
-        'Mautic refused the refresh token (invalid_grant: revoked, expired, or spent by a refresh whose answer was lost)',
-      );
-    }
-    if (error instanceof MauticTokenError) {
-      logger.error(fixFor(error), {
-        reason: error.reason,
-        status: error.status,
-        error: error.message,
-      });
-      return failed(token, now, deps, error.reason);
-    }
-    logger.warn('Token refresh failed; the next run tries again', { error: describe(error) });
-    return failed(token, now, deps, 'transient');
+    return grantFailed(error, current, now, deps);
   }
+}
 
+/** The stored refresh token, unless it is known to have expired. */
+function usableRefreshToken(token: TokenSecret | undefined, now: number): string | undefined {
+  return token?.refreshToken &&
+    (!token.refreshTokenExpiresAt || Date.parse(token.refreshTokenExpiresAt) > now)
+    ? token.refreshToken
+    : undefined;
+}
+
+/**
+ * The refresh grant while a refresh token is held, falling back to `client_credentials` when
+ * Mautic refuses it and the credential allows that grant; `client_credentials` alone when no
+ * refresh token is held. Nothing when neither applies: only `authorize` can help then.
+ */
+async function callGranter(
+  granter: TokenGranter,
+  client: ClientSecret,
+  refreshToken: string | undefined,
+  deps: RefreshDeps,
+): Promise<Granted | undefined> {
+  if (refreshToken) {
+    try {
+      return { tokens: await granter.refresh(refreshToken), grant: 'refresh_token' };
+    } catch (error) {
+      if (!(isInvalidGrant(error) && client.grantType === 'client_credentials')) throw error;
+      deps.logger.warn('The refresh token was refused; falling back to client_credentials');
+      return { tokens: await granter.clientCredentials(), grant: 'client_credentials' };
+    }
+  }
+  if (client.grantType !== 'client_credentials') return undefined;
+  return { tokens: await granter.clientCredentials(), grant: 'client_credentials' };
+}
+
+/**
+ * The outcome of a failed token call. A refused refresh token (`invalid_grant`) is removed from
+ * the secret; Mautic refusing the credential is logged with its fix; anything else (network,
+ * 5xx) waits for the next run.
+ */
+async function grantFailed(
+  error: unknown,
+  { token, versionId }: CurrentTokens,
+  now: number,
+  deps: RefreshDeps,
+): Promise<RefreshOutcome> {
+  if (isInvalidGrant(error) && token) {
+    // Dropping the dead refresh token is what stops further calls until `authorize` is run;
+    // if the write fails it is kept and retried before any token call.
+    const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
+    await writeOrKeep(
+      { token: rest, requestToken: requestTokenFor(versionId, rest), basedOn: versionId },
+      deps,
+    );
+    return needsAuthorize(
+      rest,
+      now,
+      deps,
+      'Mautic refused the refresh token (invalid_grant: revoked, expired, or spent by a refresh whose answer was lost)',
+    );
+  }
+  if (error instanceof MauticTokenError) {
+    deps.logger.error(fixFor(error), {
+      reason: error.reason,
+      status: error.status,
+      error: error.message,
+    });
+    return failed(token, now, deps, error.reason);
+  }
+  deps.logger.warn('Token refresh failed; the next run tries again', {
+    error: describeError(error),
+  });
+  return failed(token, now, deps, 'transient');
+}
+
+/**
+ * Stores new tokens at once as a new version, compare-and-swapped against the version read, and
+ * reports them. Someone else's write in between (`authorize`) wins: theirs are kept.
+ */
+async function storeNewTokens(
+  request: RefreshRequest,
+  { tokens, grant }: Granted,
+  { token, versionId }: CurrentTokens,
+  now: number,
+  deps: RefreshDeps,
+): Promise<RefreshOutcome> {
   const next: TokenSecret = {
     accessToken: tokens.accessToken,
     accessTokenExpiresAt: new Date(tokens.accessTokenExpiresAt).toISOString(),
@@ -214,13 +293,15 @@ export async function refreshTokens(
   );
   if (stored === 'failed') return failed(token, now, deps, 'write_failed');
   if (stored === 'superseded') {
-    logger.warn('New tokens were stored by someone else meanwhile (authorize?); keeping theirs');
-    const theirs = (await vault.readToken()).token;
+    deps.logger.warn(
+      'New tokens were stored by someone else meanwhile (authorize?); keeping theirs',
+    );
+    const theirs = (await deps.vault.readToken()).token;
     return { action: 'none', why: 'superseded', ...(theirs ? { stored: storedOf(theirs) } : {}) };
   }
-  metrics.addMetric('TokenRefreshed', 'Count', 1);
-  reportLifetimes(next, now, metrics);
-  logger.info('Mautic tokens refreshed', {
+  deps.metrics.addMetric('TokenRefreshed', 'Count', 1);
+  reportLifetimes(next, now, deps.metrics);
+  deps.logger.info('Mautic tokens refreshed', {
     grant,
     forced: request.force,
     reason: request.reason,
@@ -229,94 +310,14 @@ export async function refreshTokens(
   return { action: 'refreshed', grant, stored: storedOf(next) };
 }
 
-/**
- * The write's idempotency token (and so the new version's id): derived from the version read and
- * the new content. Retrying the same write adds no second version; a different write on the same
- * version (after a half-finished one) cannot collide with it; and a pending version can be told
- * to have been built on the current one.
- */
-export function requestTokenFor(versionRead: string | undefined, content: TokenSecret): string {
-  return createHash('sha256')
-    .update(`${versionRead ?? 'none'}|${JSON.stringify(content)}`)
-    .digest('hex');
-}
-
 /** Max(`refreshAheadSeconds`, half the access token's lifetime), so short lifetimes renew too. */
 function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAheadSeconds'>) {
   const lifetime = Date.parse(token.accessTokenExpiresAt) - Date.parse(token.updatedAt);
   return Math.max(deps.refreshAheadSeconds * 1000, lifetime / 2);
 }
 
-/**
- * Makes current a pending version built on the current one: tokens whose put succeeded but whose
- * stage move did not. Nothing to do for the usual pending label, which stays on the version it
- * made current, or for one built on an older version (superseded, e.g. by `authorize`).
- */
-async function healPendingWrite(
-  currentVersion: string | undefined,
-  deps: RefreshDeps,
-): Promise<{ token: TokenSecret; versionId: string } | 'failed' | 'unknown' | undefined> {
-  if (currentVersion === undefined) return undefined;
-  let pending: { token: TokenSecret; versionId: string } | undefined;
-  try {
-    pending = await deps.vault.readPending();
-  } catch (error) {
-    deps.logger.warn('Could not read the pending token version; no token call this run', {
-      error: describe(error),
-    });
-    return 'unknown';
-  }
-  if (
-    pending === undefined ||
-    pending.versionId === currentVersion ||
-    requestTokenFor(currentVersion, pending.token) !== pending.versionId
-  ) {
-    return undefined;
-  }
-  const unsaved = {
-    token: pending.token,
-    requestToken: pending.versionId,
-    basedOn: currentVersion,
-  };
-  const result = await write(unsaved, deps);
-  if (result === 'failed') return 'failed';
-  if (result === 'superseded') return undefined;
-  deps.logger.warn('Completed a token write that an earlier run left half-finished');
-  return { token: pending.token, versionId: pending.versionId };
-}
-
 function storedOf(token: TokenSecret): StoredTokens {
   return { updatedAt: token.updatedAt, accessTokenExpiresAt: token.accessTokenExpiresAt };
-}
-
-/** Writes, keeping the tokens for the next run if the write fails. */
-async function writeOrKeep(
-  unsaved: UnsavedWrite,
-  deps: RefreshDeps,
-): Promise<'written' | 'superseded' | 'failed'> {
-  const result = await write(unsaved, deps);
-  if (result === 'failed') deps.unsaved.value = unsaved;
-  return result;
-}
-
-async function write(
-  unsaved: UnsavedWrite,
-  deps: RefreshDeps,
-): Promise<'written' | 'superseded' | 'failed'> {
-  for (let attempt = 1; attempt <= 2; attempt++) {
-    try {
-      return await deps.vault.writeToken(unsaved.token, unsaved.requestToken, unsaved.basedOn);
-    } catch (error) {
-      deps.logger.error(
-        'Could not store the Mautic tokens; they are kept to be stored first on the next run',
-        {
-          attempt,
-          error: describe(error),
-        },
-      );
-    }
-  }
-  return 'failed';
 }
 
 function failed(
@@ -372,8 +373,4 @@ function reportLifetimes(
 
 function isInvalidGrant(error: unknown): boolean {
   return error instanceof MauticTokenError && error.reason === 'invalid_grant';
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

@@ -5,18 +5,18 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
 import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
 import type { TokenVault } from '../../functions/core/ports.ts';
-import { requestTokenFor } from '../../functions/core/token-refresh.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
+import { requestTokenFor } from '../../functions/core/token-writes.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
-import {
-  DEFAULT_SIMULATOR_CLIENT,
-  type MauticSimulator,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,
 } from '../../infra/local/secrets-manager-fake.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../mautic-simulator/server.ts';
 import {
   authorizedTokens,
   captureOutput,

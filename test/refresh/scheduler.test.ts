@@ -3,11 +3,11 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { startMauticSimulator } from '../../infra/local/mautic-simulator/server.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,
 } from '../../infra/local/secrets-manager-fake.ts';
+import { startMauticSimulator } from '../../mautic-simulator/server.ts';
 import {
   authorizedTokens,
   captureOutput,

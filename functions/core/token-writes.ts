@@ -1,0 +1,104 @@
+/**
+ * Writing the token secret so that no rotated refresh token is lost: every token call makes
+ * Mautic spend the old refresh token, so new tokens must reach the secret even when a write
+ * fails or a container stops halfway. The refresher (token-refresh.ts) decides what to write.
+ */
+import { createHash } from 'node:crypto';
+import { describeError } from './errors.ts';
+import type { Logger, TokenVault } from './ports.ts';
+import type { TokenSecret } from './token-secret.ts';
+
+/** A write that failed: Mautic already rotated, so these tokens must be stored before any new call. */
+interface UnsavedWrite {
+  token: TokenSecret;
+  requestToken: string;
+  basedOn: string | undefined;
+}
+
+export interface TokenWriteDeps {
+  vault: TokenVault;
+  logger: Logger;
+  /** Tokens obtained but not yet stored; kept for the life of the container. */
+  unsaved: { value: UnsavedWrite | undefined };
+}
+
+/**
+ * The write's idempotency token (and so the new version's id): derived from the version read and
+ * the new content. Retrying the same write adds no second version; a different write on the same
+ * version (after a half-finished one) cannot collide with it; and a pending version can be told
+ * to have been built on the current one.
+ */
+export function requestTokenFor(versionRead: string | undefined, content: TokenSecret): string {
+  return createHash('sha256')
+    .update(`${versionRead ?? 'none'}|${JSON.stringify(content)}`)
+    .digest('hex');
+}
+
+/**
+ * Makes current a pending version built on the current one: tokens whose put succeeded but whose
+ * stage move did not. Nothing to do for the usual pending label, which stays on the version it
+ * made current, or for one built on an older version (superseded, e.g. by `authorize`).
+ */
+export async function healPendingWrite(
+  currentVersion: string | undefined,
+  deps: TokenWriteDeps,
+): Promise<{ token: TokenSecret; versionId: string } | 'failed' | 'unknown' | undefined> {
+  if (currentVersion === undefined) return undefined;
+  let pending: { token: TokenSecret; versionId: string } | undefined;
+  try {
+    pending = await deps.vault.readPending();
+  } catch (error) {
+    deps.logger.warn('Could not read the pending token version; no token call this run', {
+      error: describeError(error),
+    });
+    return 'unknown';
+  }
+  if (
+    pending === undefined ||
+    pending.versionId === currentVersion ||
+    requestTokenFor(currentVersion, pending.token) !== pending.versionId
+  ) {
+    return undefined;
+  }
+  const unsaved = {
+    token: pending.token,
+    requestToken: pending.versionId,
+    basedOn: currentVersion,
+  };
+  const result = await write(unsaved, deps);
+  if (result === 'failed') return 'failed';
+  if (result === 'superseded') return undefined;
+  deps.logger.warn('Completed a token write that an earlier run left half-finished');
+  return { token: pending.token, versionId: pending.versionId };
+}
+
+/** Writes, keeping the tokens for the next run if the write fails. */
+export async function writeOrKeep(
+  unsaved: UnsavedWrite,
+  deps: TokenWriteDeps,
+): Promise<'written' | 'superseded' | 'failed'> {
+  const result = await write(unsaved, deps);
+  if (result === 'failed') deps.unsaved.value = unsaved;
+  return result;
+}
+
+/** Writes, trying once more when the first attempt fails. */
+export async function write(
+  unsaved: UnsavedWrite,
+  deps: TokenWriteDeps,
+): Promise<'written' | 'superseded' | 'failed'> {
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    try {
+      return await deps.vault.writeToken(unsaved.token, unsaved.requestToken, unsaved.basedOn);
+    } catch (error) {
+      deps.logger.error(
+        'Could not store the Mautic tokens; they are kept to be stored first on the next run',
+        {
+          attempt,
+          error: describeError(error),
+        },
+      );
+    }
+  }
+  return 'failed';
+}
