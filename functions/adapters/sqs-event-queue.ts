@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { QueueUnavailableError } from '../core/ingest.ts';
+import { QueueUnavailableError } from '../core/errors.ts';
 import type { EventQueue, OutgoingMessage } from '../core/ports.ts';
+import { ENQUEUE_RETRY_DELAYS_MS } from '../core/retry-policy.ts';
 import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
-const BACKOFF_MS = [50, 200, 800];
 /** SendMessageBatch calls one request keeps in flight at once. */
 const GROUPS_IN_FLIGHT = 8;
 
@@ -61,7 +61,7 @@ export class SqsEventQueue implements EventQueue {
       const failed = await this.#send(pending, last);
       pending = pending.filter(([id]) => failed.has(id));
       if (pending.length === 0) break;
-      const wait = BACKOFF_MS[attempt];
+      const wait = ENQUEUE_RETRY_DELAYS_MS[attempt];
       if (wait === undefined) {
         throw new QueueUnavailableError(
           `${pending.length} of ${total} events could not be queued`,

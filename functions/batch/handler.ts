@@ -1,8 +1,9 @@
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
 import { type DeliveryDeps, type DeliveryOptions, deliverChunks } from '../core/delivery.ts';
-import { type RetryPolicy, readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
+import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
 import type { DeadLetter, DeliveryQueues } from '../core/ports.ts';
+import type { RetryPolicy } from '../core/retry-policy.ts';
 
 /** Everything the batch handler talks to; `compose.ts` builds the real ones. */
 export interface BatchHandlerDeps extends DeliveryDeps {

@@ -1,14 +1,16 @@
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
+import { describeError } from './errors.ts';
 import {
-  MauticAuthError,
-  MauticBatchLimitError,
-  MauticError,
-  MauticPermanentError,
-  MauticRateLimitError,
-  MauticResponseError,
-  MauticTransientError,
-  possiblyApplied,
-} from './errors.ts';
+  type CallSituation,
+  decideAfterFailure,
+  decideItem,
+  isUnexpected,
+  type MessageOutcome,
+  NO_TOKEN,
+  noCallNow,
+  type RunHalt,
+  unrepeatable,
+} from './failure-policy.ts';
 import type {
   Clock,
   ItemResult,
@@ -17,17 +19,7 @@ import type {
   MetricsSink,
   TokenSource,
 } from './ports.ts';
-
-/** What became of one message. */
-export type MessageOutcome =
-  | { kind: 'delivered'; status: number; id: number }
-  /** Refused for good: the message goes to the dead-letter queue with this reason. */
-  | { kind: 'rejected'; reason: string; status?: number; message: string }
-  /**
-   * Try again later through the queue, not before `notBefore` (epoch ms) when set. `status` and
-   * `message` tell the last failure, for the dead letter if the retry horizon runs out.
-   */
-  | { kind: 'retry'; reason: string; notBefore?: number; status?: number; message?: string };
+import { IN_CALL_RETRY } from './retry-policy.ts';
 
 /** Tunables of one delivery run. */
 export interface DeliveryOptions {
@@ -37,7 +29,7 @@ export interface DeliveryOptions {
   concurrency: number;
   /** Attempts per call for transient failures inside one invocation. */
   maxAttempts: number;
-  /** First backoff step; full jitter over base × 2^attempt, capped at `maxBackoffMs`. */
+  /** First backoff step; it doubles per attempt up to `maxBackoffMs` (`retry-policy.ts`). */
   baseBackoffMs: number;
   maxBackoffMs: number;
   /** Stop starting work this long before the deadline. */
@@ -49,11 +41,8 @@ export interface DeliveryOptions {
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   batchSize: 200,
   concurrency: 2,
-  maxAttempts: 3,
-  baseBackoffMs: 200,
-  maxBackoffMs: 5_000,
+  ...IN_CALL_RETRY,
   deadlineMarginMs: 3_000,
-  defaultRateLimitDelayMs: 60_000,
 };
 
 /** What the delivery talks to. */
@@ -73,11 +62,6 @@ export interface DeliveryDeps {
   learnedLimit: { value: number | undefined };
 }
 
-/** Items per call whose per-item status means "never going to work". */
-const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
-/** Per-item statuses that judge an item's content: a merged item so refused is split up. */
-const INVALID_ITEM_STATUSES = new Set([400, 422]);
-
 /**
  * Delivers planned chunks to Mautic and returns one outcome per message id. It never throws for
  * a Mautic failure: each becomes an outcome. The chunks of one entity run one after the other,
@@ -91,15 +75,9 @@ const INVALID_ITEM_STATUSES = new Set([400, 422]);
  *   or a dropped connection after sending) is refused with `ambiguous_result` rather than sent
  *   again, unless it is a contact with an email, which Mautic upserts.
  *
- * - 401: the token is re-read bypassing the cache and the call retried; a second 401 waits for a
- *   newer token from the refresher and retries; a third leaves this and every later item to the
- *   queue. A token that cannot be had before the deadline leaves the items to it too (`no_token`).
- * - 429: no more Mautic calls in this run; what is left waits until the rate-limit window resets.
- * - "A max of N entities": the chunk is split to N (at most half) and the limit remembered.
- * - A whole-call 400/422/413: the chunk is halved until the item at fault is refused alone.
- *   Mautic's 404 for an unknown path refuses the events (the entity does not exist). Any other
- *   whole-call refusal (403, redirect, 405) is configuration: logged, items left to the queue.
- * - Other transient failures: full-jitter exponential backoff while time remains before `deadline`.
+ * What a failed call leads to (a token renewal, a split, a backoff, a settlement, a halt of the
+ * run) is decided by `failure-policy.ts`; this module carries the decisions out. A token that
+ * cannot be had before the deadline leaves the items to the queue (`no_token`).
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -124,12 +102,12 @@ export async function deliverChunks(
   return run.outcomes;
 }
 
+/** The state of one delivery run, and the carrying out of the failure policy's decisions. */
 class DeliveryRun {
   readonly outcomes = new Map<string, MessageOutcome>();
   /** The records of items left to the queue: later items that must follow them wait. */
   readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
-  #rateLimitedUntil: number | undefined;
-  #unauthorized: string | undefined;
+  readonly #halt: RunHalt = {};
   readonly #deadline: number;
   readonly #deps: DeliveryDeps;
   readonly #options: DeliveryOptions;
@@ -150,9 +128,12 @@ class DeliveryRun {
   async deliverChunk(chunk: Chunk): Promise<void> {
     // Items of one chunk never follow each other, so one check at its start covers them all.
     const ready = chunk.items.filter((item) => !this.#blocked(item));
-    const limit = this.#limit();
-    for (let start = 0; start < ready.length; start += limit) {
-      await this.#deliverItems(chunk, ready.slice(start, start + limit));
+    await this.#deliverInCalls(chunk, ready, this.#limit());
+  }
+
+  async #deliverInCalls(chunk: Chunk, items: PlannedItem[], size: number): Promise<void> {
+    for (let start = 0; start < items.length; start += size) {
+      await this.#deliverItems(chunk, items.slice(start, start + size));
     }
   }
 
@@ -173,190 +154,111 @@ class DeliveryRun {
     return true;
   }
 
+  /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
   async #deliverItems(chunk: Chunk, items: PlannedItem[]): Promise<void> {
-    let freshToken = false;
+    let token: CallSituation['token'] = 'cached';
     let refused: string | undefined;
-    let attempt = 1;
-    for (;;) {
-      const stopped = this.#stopped();
+    for (let attempt = 1; ; ) {
+      const stopped = noCallNow(
+        this.#halt,
+        this.#deps.clock.now(),
+        this.#callsUntil(),
+        this.#aborted(),
+      );
       if (stopped) return this.#settle(items, stopped);
-      let accessToken: string;
-      try {
-        accessToken = await this.#deps.tokens.accessToken({
-          fresh: freshToken,
-          ...(refused === undefined ? {} : { refused }),
-          waitUntil: this.#deadline - this.#options.deadlineMarginMs,
-        });
-      } catch (error) {
-        this.#deps.logger.error('No usable Mautic access token', { error: describe(error) });
-        return this.#settle(items, { kind: 'retry', reason: 'no_token' });
-      }
-
+      const accessToken = await this.#accessToken(token, refused);
+      if (accessToken === undefined) return this.#settle(items, NO_TOKEN);
       const started = this.#deps.clock.now();
       let results: ItemResult[];
       try {
         results = await this.#call(chunk, items, accessToken);
       } catch (error) {
         this.#record(chunk, items, started, error);
-        if (error instanceof MauticAuthError && !freshToken) {
-          freshToken = true;
+        items = this.#setAsideUnrepeatable(chunk, items, error);
+        if (items.length === 0) return;
+        const decision = decideAfterFailure(error, this.#situation(chunk, items, attempt, token));
+        if (decision.kind === 'renew_token') {
+          if (decision.token === 'refused') refused = accessToken;
+          token = decision.token;
           continue;
         }
-        if (error instanceof MauticAuthError && refused === undefined) {
-          refused = accessToken;
-          continue;
-        }
-        if (chunk.action === 'create' && possiblyApplied(error)) {
-          // Sending again could create these records twice: only upserted contacts may go again.
-          const unsafe = items.filter((item) => !isUpserted(chunk.entity, item));
-          this.#settle(unsafe, {
-            kind: 'rejected',
-            reason: 'ambiguous_result',
-            message: `Mautic may have created this record; its answer cannot tell (${describe(error)})`,
-          });
-          items = items.filter((item) => isUpserted(chunk.entity, item));
-          if (items.length === 0) return;
-        }
-        const next = await this.#afterFailure(chunk, items, error, attempt);
-        if (next === 'again') {
+        if (decision.kind === 'call_again') {
+          await this.#deps.sleep(decision.afterMs);
           attempt++;
           continue;
         }
-        return;
+        if (decision.kind === 'split') {
+          if (decision.learnedLimit !== undefined) this.#learn(decision.learnedLimit);
+          return this.#deliverInCalls(chunk, items, decision.size);
+        }
+        if (decision.alert) this.#deps.logger.error(decision.alert.message, decision.alert.details);
+        Object.assign(this.#halt, decision.halt);
+        return this.#settle(items, decision.outcome);
       }
       this.#record(chunk, items, started, results);
-      const invalidMerged: PlannedItem[] = [];
-      items.forEach((item, index) => {
-        const result = results[index];
-        if (item.parts && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status))
-          invalidMerged.push(item);
-        else this.#settle([item], outcomeOf(result));
+      return this.#settleResults(chunk, items, results);
+    }
+  }
+
+  /** The access token for a call; undefined when none can be had before the deadline. */
+  async #accessToken(
+    token: CallSituation['token'],
+    refused: string | undefined,
+  ): Promise<string | undefined> {
+    try {
+      return await this.#deps.tokens.accessToken({
+        fresh: token !== 'cached',
+        ...(refused === undefined ? {} : { refused }),
+        waitUntil: this.#callsUntil(),
       });
-      for (const item of invalidMerged) await this.#deliverOneByOne(chunk, item.parts ?? []);
-      return;
+    } catch (error) {
+      this.#deps.logger.error('No usable Mautic access token', { error: describeError(error) });
+      return undefined;
     }
   }
 
-  /** Sends the events of a refused merged item alone, in order, each after the one before. */
-  async #deliverOneByOne(chunk: Chunk, parts: PlannedItem[]): Promise<void> {
-    for (const part of parts) {
-      if (!this.#blocked(part)) await this.#deliverItems(chunk, [part]);
-    }
+  /** Settles the items that must not be sent again (a create Mautic may have applied); the rest. */
+  #setAsideUnrepeatable(chunk: Chunk, items: PlannedItem[], error: unknown): PlannedItem[] {
+    const unsafe = unrepeatable(error, chunk.entity, chunk.action, items);
+    if (unsafe === undefined) return items;
+    this.#settle(unsafe.items, unsafe.outcome);
+    return items.filter((item) => !unsafe.items.includes(item));
   }
 
-  /** Why no more calls are made in this run, if none are. */
-  #stopped(): MessageOutcome | undefined {
-    if (this.#rateLimitedUntil !== undefined) {
-      return { kind: 'retry', reason: 'rate_limited', notBefore: this.#rateLimitedUntil };
-    }
-    // A token refused even after the refresher renewed it: further calls would only fail.
-    if (this.#unauthorized !== undefined) return { kind: 'retry', reason: this.#unauthorized };
-    if (
-      this.#deps.clock.now() > this.#deadline - this.#options.deadlineMarginMs ||
-      this.#signal?.aborted
-    ) {
-      return { kind: 'retry', reason: 'deadline' };
-    }
-    return undefined;
-  }
-
-  /**
-   * Settles or splits the items after a failed call, or answers 'again' when a retry after a
-   * backoff is worth it.
-   */
-  async #afterFailure(
+  #situation(
     chunk: Chunk,
     items: PlannedItem[],
-    error: unknown,
     attempt: number,
-  ): Promise<'again' | 'done'> {
-    const split = async (size: number) => {
-      for (let start = 0; start < items.length; start += size) {
-        await this.#deliverItems(chunk, items.slice(start, start + size));
-      }
-      return 'done' as const;
+    token: CallSituation['token'],
+  ): CallSituation {
+    return {
+      entity: chunk.entity,
+      action: chunk.action,
+      items: items.length,
+      attempt,
+      token,
+      now: this.#deps.clock.now(),
+      callsUntil: this.#callsUntil(),
+      halt: this.#halt,
+      random: this.#deps.random,
+      retry: this.#options,
     };
-    if (error instanceof MauticBatchLimitError && error.limit < items.length) {
-      const limit = Math.max(1, Math.min(error.limit, Math.ceil(items.length / 2)));
-      this.#deps.learnedLimit.value = Math.min(limit, this.#deps.learnedLimit.value ?? limit);
-      return split(limit);
-    }
-    if (error instanceof MauticAuthError) {
-      this.#unauthorized = `unauthorized_${error.reason}`;
-      this.#settle(items, { kind: 'retry', reason: this.#unauthorized });
-      return 'done';
-    }
-    if (error instanceof MauticRateLimitError) {
-      const resetAt =
-        error.resetAt ?? this.#deps.clock.now() + this.#options.defaultRateLimitDelayMs;
-      this.#rateLimitedUntil = Math.max(this.#rateLimitedUntil ?? 0, resetAt);
-      this.#settle(items, {
-        kind: 'retry',
-        reason: 'rate_limited',
-        notBefore: this.#rateLimitedUntil,
-        status: 429,
-        message: describe(error),
-      });
-      return 'done';
-    }
-    if (error instanceof MauticPermanentError) {
-      // A 400/422 or 413 of the whole call is about its content: halve it to find the item at
-      // fault, and refuse that item alone.
-      if (error.status === 400 || error.status === 422 || error.status === 413) {
-        if (items.length > 1) return split(Math.ceil(items.length / 2));
-        this.#settle(items, {
-          kind: 'rejected',
-          reason: 'mautic_refused_item',
-          status: error.status,
-          message: error.message,
-        });
-        return 'done';
+  }
+
+  /** Settles each item by its result; a merged item refused as invalid goes again event by event. */
+  async #settleResults(chunk: Chunk, items: PlannedItem[], results: ItemResult[]): Promise<void> {
+    const oneByOne: PlannedItem[] = [];
+    items.forEach((item, index) => {
+      const decision = decideItem(results[index], item.parts !== undefined);
+      if (decision.kind === 'one_by_one') oneByOne.push(item);
+      else this.#settle([item], decision.outcome);
+    });
+    for (const item of oneByOne) {
+      // Each event alone, in order, each after the one before.
+      for (const part of item.parts ?? []) {
+        if (!this.#blocked(part)) await this.#deliverItems(chunk, [part]);
       }
-      // Mautic's own 404 for a path it has no route for: the entity does not exist.
-      if (error.status === 404 && error.mauticMessage?.startsWith('Requested URL not found')) {
-        this.#settle(items, {
-          kind: 'rejected',
-          reason: 'mautic_unknown_entity',
-          status: 404,
-          message: error.message,
-        });
-        return 'done';
-      }
-      // Anything else (403, another 404, a redirect, 405) is the relay's configuration or
-      // Mautic's permissions, not the events: keep them on the queue and say so loudly.
-      this.#deps.logger.error(
-        "Mautic refused the call; check the base URL and the API user's permissions",
-        {
-          entity: chunk.entity,
-          action: chunk.action,
-          status: error.status,
-          error: describe(error),
-        },
-      );
-      this.#settle(items, { kind: 'retry', reason: `mautic_refused_${error.status}` });
-      return 'done';
     }
-    let reason = 'unexpected_error';
-    if (error instanceof MauticTransientError) reason = `mautic_${error.kind}`;
-    else if (error instanceof MauticResponseError) reason = 'mautic_bad_response';
-    else if (error instanceof MauticBatchLimitError) reason = 'mautic_batch_limit';
-    else
-      this.#deps.logger.error('Unexpected error delivering to Mautic', { error: describe(error) });
-    const backoff = this.#backoff(attempt);
-    const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
-    if (aborted || attempt >= this.#options.maxAttempts || !this.#timeFor(backoff)) {
-      this.#settle(items, {
-        kind: 'retry',
-        reason,
-        ...(error instanceof MauticError && error.status !== undefined
-          ? { status: error.status }
-          : {}),
-        message: describe(error),
-      });
-      return 'done';
-    }
-    await this.#deps.sleep(backoff);
-    return 'again';
   }
 
   #call(chunk: Chunk, items: PlannedItem[], accessToken: string): Promise<ItemResult[]> {
@@ -406,8 +308,11 @@ class DeliveryRun {
       logger.warn('Mautic call failed', {
         event: 'mautic_call_failed',
         ...line,
-        error: describe(answer),
+        error: describeError(answer),
       });
+      if (isUnexpected(answer)) {
+        logger.error('Unexpected error delivering to Mautic', { error: describeError(answer) });
+      }
     }
   }
 
@@ -419,49 +324,24 @@ class DeliveryRun {
     );
   }
 
+  /** Remembers Mautic's stated batch limit for the rest of the container's life. */
+  #learn(limit: number): void {
+    this.#deps.learnedLimit.value = Math.min(limit, this.#deps.learnedLimit.value ?? limit);
+  }
+
+  /** No call starts after this: the deadline less its margin. */
+  #callsUntil(): number {
+    return this.#deadline - this.#options.deadlineMarginMs;
+  }
+
+  #aborted(): boolean {
+    return this.#signal?.aborted ?? false;
+  }
+
   #settle(items: PlannedItem[], outcome: MessageOutcome): void {
     for (const item of items) {
       for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
       if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });
     }
   }
-
-  #backoff(attempt: number): number {
-    const ceiling = Math.min(
-      this.#options.maxBackoffMs,
-      this.#options.baseBackoffMs * 2 ** (attempt - 1),
-    );
-    return Math.floor(this.#deps.random() * ceiling);
-  }
-
-  #timeFor(backoffMs: number): boolean {
-    return this.#deps.clock.now() + backoffMs < this.#deadline - this.#options.deadlineMarginMs;
-  }
-}
-
-/** Whether Mautic upserts the item's create (a contact with an email), so a repeat is harmless. */
-function isUpserted(entity: string, item: PlannedItem): boolean {
-  const email = item.payload.email;
-  return entity === 'contacts' && typeof email === 'string' && email.trim() !== '';
-}
-
-/** Maps one Mautic item result to the message outcome (contract §2). */
-function outcomeOf(result: ItemResult | undefined): MessageOutcome {
-  if (result === undefined) return { kind: 'retry', reason: 'no_result' };
-  if (result.kind === 'delivered')
-    return { kind: 'delivered', status: result.status, id: result.id };
-  if (PERMANENT_ITEM_STATUSES.has(result.status)) {
-    return {
-      kind: 'rejected',
-      reason: 'mautic_rejected_item',
-      status: result.status,
-      message: result.message,
-    };
-  }
-  return { kind: 'retry', reason: `mautic_item_${result.status}` };
-}
-
-/** An error's name and message only: our errors never hold secrets, and no stack is logged. */
-function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

@@ -1,4 +1,8 @@
 /**
+ * The relay's error classes, in one place: the Mautic client's, the token's, the queue's and the
+ * configuration's. Adapters wrap foreign errors into these at their boundary, so no module needs
+ * a use case only for its error class.
+ *
  * Errors of the Mautic client. Each names the method, the URL path (never the query, the
  * host's credentials, a token or a secret) and the HTTP status when there was one, and keeps
  * the low-level failure in `cause`. `retryable` tells a caller whether the same call may work
@@ -220,18 +224,72 @@ export class MauticResponseError extends MauticError {
   }
 }
 
-/**
- * Whether a failed call may have been applied by Mautic all the same, so that sending it again
- * could apply it twice (contract §2, "No blind re-send").
- */
-export function possiblyApplied(error: unknown): boolean {
-  return (
-    (error instanceof MauticTransientError || error instanceof MauticResponseError) &&
-    error.possiblyApplied
-  );
+/** An error's name and message only, for logs and dead letters: our errors never hold secrets, and no stack is logged. */
+export function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 /** The access token could not be had: the secret is missing, unreadable, malformed or expired. */
 export class TokenUnavailableError extends Error {
   override name = 'TokenUnavailableError';
+}
+
+/** The queue did not accept every message: the request may be retried whole. */
+export class QueueUnavailableError extends Error {
+  override name = 'QueueUnavailableError';
+  /** What SQS last said, for the log: the error's name and its code (never a message body). */
+  readonly reason: { error: string | undefined; code: string | undefined };
+
+  constructor(
+    message: string,
+    reason: { error?: string | undefined; code?: string | undefined } = {},
+  ) {
+    super(message);
+    this.reason = { error: reason.error, code: reason.code };
+  }
+}
+
+/** A configuration that cannot work; the message names every bad variable. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Where an event of a refused request is wrong: its index, a JSON pointer into it, and why. */
+export interface RefusalDetail {
+  index?: number;
+  path: string;
+  message: string;
+}
+
+/**
+ * The ingest refuses a request (contract §1): the answer's status, error code, message and the
+ * details per event. Thrown by an ingest step, answered by the pipeline; never a 5xx for input.
+ */
+export class IngestRefusal extends Error {
+  override name = 'IngestRefusal';
+  readonly status: 400 | 401 | 409 | 413 | 415 | 422 | 503;
+  readonly code: string;
+  readonly details: RefusalDetail[] | undefined;
+
+  constructor(
+    status: IngestRefusal['status'],
+    code: string,
+    message: string,
+    details?: RefusalDetail[],
+  ) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** A webhook secret or API key that cannot work; the message never quotes it. */
+export class CredentialError extends Error {
+  override name = 'CredentialError';
+}
+
+/** An answer larger than the client reads: it is cancelled, not buffered. */
+export class BodyTooLargeError extends Error {
+  override name = 'BodyTooLargeError';
 }

@@ -1,7 +1,8 @@
 import type { IncomingEvent } from './batch-plan.ts';
-import type { MessageOutcome } from './delivery.ts';
 import { describeIssues, type QueuedEvent, queuedEventSchema } from './events.ts';
+import { decideRequeue, type MessageOutcome } from './failure-policy.ts';
 import type { DeadLetter, QueuedMessage } from './ports.ts';
+import type { RetryPolicy } from './retry-policy.ts';
 
 /** The messages of one batch, read: the events to deliver, and the letters for unreadable ones. */
 export interface ReadBatch<M extends QueuedMessage> {
@@ -62,62 +63,6 @@ function parseBody(body: string): { event: QueuedEvent } | { problem: string } {
   return result.success ? { event: result.data } : { problem: describeIssues(result.error) };
 }
 
-/**
- * How long failures that are not the event's own are retried (contract §2): between receives a
- * message is hidden for `baseSeconds × 2^(receives-1)`, capped at `maxDelaySeconds`, with jitter;
- * it is dead-lettered once `horizonSeconds` have passed since its first receive. The queue's
- * `maxReceiveCount` is a backstop only: on that receive the function dead-letters the message
- * itself, with a reason, before the queue would move it bare.
- */
-export interface RetryPolicy {
-  baseSeconds: number;
-  maxDelaySeconds: number;
-  horizonSeconds: number;
-  maxReceiveCount: number;
-}
-
-/**
- * The delay before the next receive, in whole seconds (SQS visibility), after `receives` receives.
- *
- * Jitter spreads the returns of messages that failed together, but only over the upper half of
- * each step ("equal jitter", not AWS's "full jitter"): full jitter may draw a delay near zero
- * again and again, and every early return spends a receive, so no `maxReceiveCount` could be
- * derived that is sure to outlast the horizon. With a floor of half a step it can.
- */
-export function retryDelaySeconds(policy: RetryPolicy, receives: number, random: number): number {
-  const step = stepSeconds(policy, receives);
-  return Math.max(1, Math.ceil(step / 2 + (random * step) / 2));
-}
-
-function stepSeconds(policy: RetryPolicy, receives: number): number {
-  return Math.min(policy.maxDelaySeconds, policy.baseSeconds * 2 ** Math.max(0, receives - 1));
-}
-
-/**
- * The fewest receives that can fit in the horizon when every delay is as short as the jitter
- * allows, plus the receive after the horizon (the one that dead-letters) and one to spare: the
- * smallest `maxReceiveCount` that never cuts a retry short.
- */
-export function receivesForHorizon(
-  policy: Pick<RetryPolicy, 'baseSeconds' | 'maxDelaySeconds' | 'horizonSeconds'>,
-): number {
-  let receives = 1;
-  let elapsed = 0;
-  while (elapsed < policy.horizonSeconds) {
-    elapsed += Math.max(1, Math.ceil(stepSeconds({ ...policy, maxReceiveCount: 0 }, receives) / 2));
-    receives++;
-    // Past SQS's limit of 1000 there is no point in counting further.
-    if (receives > 1000) break;
-  }
-  return receives + 1;
-}
-
-/**
- * SQS refuses a visibility timeout that ends more than 12 hours after the message was received;
- * the invocation itself may have taken up to 15 minutes of that.
- */
-const MAX_VISIBILITY_DELAY_SECONDS = 12 * 3600 - 15 * 60;
-
 /** What to do with each message of a batch once delivery has run. */
 export interface Settlement<M extends QueuedMessage> {
   delivered: number;
@@ -136,9 +81,8 @@ export interface Settlement<M extends QueuedMessage> {
  * with no outcome (delivery stopped before it) is retried; nothing is acknowledged that was not
  * delivered or dead-lettered.
  *
- * A retried message is hidden for the policy's backoff, or until Mautic's rate-limit window
- * resets (`notBefore`, capped at `maxDelaySeconds`) when that is later. A message whose retry
- * horizon has passed is dead-lettered with `retry_horizon_exceeded` and its last failure instead.
+ * When a retried message comes back, or whether its retry horizon has passed and it is
+ * dead-lettered instead, is the failure policy's `decideRequeue`.
  */
 export function settleBatch<M extends QueuedMessage>(
   messages: ReadonlyArray<M>,
@@ -168,27 +112,19 @@ export function settleBatch<M extends QueuedMessage>(
         ...about,
       });
     } else {
-      const reason = outcome?.reason ?? 'no_outcome';
-      const firstReceived = receiveTimestamp(message) ?? now;
-      if (now - firstReceived >= policy.horizonSeconds * 1000) {
-        deadLetters.push({
-          message,
-          reason: 'retry_horizon_exceeded',
-          detail: `retried for ${Math.round((now - firstReceived) / 1000)} s; last failure: ${outcome?.message ?? reason}`,
-          ...(outcome?.status === undefined ? {} : { status: outcome.status }),
-          ...about,
-        });
+      const requeue = decideRequeue(
+        outcome,
+        { receives: receiveCount(message), firstReceivedAt: receiveTimestamp(message) ?? now },
+        { now, policy, maxDelaySeconds: options.maxDelaySeconds, random: options.random },
+      );
+      if (requeue.kind === 'dead_letter') {
+        const { kind: _, ...letter } = requeue;
+        deadLetters.push({ message, ...letter, ...about });
         continue;
       }
       retry.push(message);
-      retryReasons[reason] = (retryReasons[reason] ?? 0) + 1;
-      let seconds = retryDelaySeconds(policy, receiveCount(message), options.random());
-      if (outcome?.notBefore !== undefined) {
-        const reset = Math.ceil((outcome.notBefore - now) / 1000);
-        seconds = Math.max(seconds, Math.min(options.maxDelaySeconds, reset));
-      }
-      seconds = Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS);
-      bySeconds.set(seconds, [...(bySeconds.get(seconds) ?? []), message]);
+      retryReasons[requeue.reason] = (retryReasons[requeue.reason] ?? 0) + 1;
+      bySeconds.set(requeue.seconds, [...(bySeconds.get(requeue.seconds) ?? []), message]);
     }
   }
   holdBackWithTheirEarlierEvents(bySeconds, outcomes);

@@ -1,4 +1,4 @@
-import { CredentialError } from './webhook-auth.ts';
+import { CredentialError } from './errors.ts';
 
 /** One sender credential of the ingest: a Standard Webhooks secret or an API key. */
 export interface SenderCredential {

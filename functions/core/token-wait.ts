@@ -7,6 +7,7 @@ import type {
   TokenReader,
   TokenSource,
 } from './ports.ts';
+import { TOKEN_POLL } from './retry-policy.ts';
 import type { TokenSecret } from './token-secret.ts';
 
 export interface WaitingTokenSourceDeps {
@@ -17,9 +18,8 @@ export interface WaitingTokenSourceDeps {
   logger: Logger;
   /** How long to wait when the caller gives no `waitUntil`. */
   defaultWaitMs: number;
-  /** First pause between polls of the token secret; it doubles up to `pollMaxMs`. @default 250 */
+  /** First pause between polls of the token secret; it doubles up to `pollMaxMs`. @default `TOKEN_POLL` */
   pollStartMs?: number;
-  /** @default 2000 */
   pollMaxMs?: number;
 }
 
@@ -87,7 +87,7 @@ export class WaitingTokenSource implements TokenSource {
   async #waitForNewer(stale: string | null, reason: string, waitUntil: number): Promise<string> {
     const { clock, logger, refresher } = this.#deps;
     const started = clock.now();
-    let pause = this.#deps.pollStartMs ?? 250;
+    let pause = this.#deps.pollStartMs ?? TOKEN_POLL.startMs;
     let asks = 0;
     for (let round = 0; ; round++) {
       if (round > 0) {
@@ -118,7 +118,7 @@ export class WaitingTokenSource implements TokenSource {
       const nap = Math.min(pause, waitUntil - clock.now());
       if (nap <= 0) break;
       await this.#deps.sleep(nap);
-      pause = Math.min(pause * 2, this.#deps.pollMaxMs ?? 2_000);
+      pause = Math.min(pause * 2, this.#deps.pollMaxMs ?? TOKEN_POLL.maxMs);
     }
     logger.warn('No usable Mautic access token arrived in time; the events go back to the queue', {
       event: 'no_token',

@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { CredentialError } from './errors.ts';
 
 /** Signatures older or newer than this are refused (Standard Webhooks: ±5 minutes). */
 const TIMESTAMP_TOLERANCE_SECONDS = 300;
@@ -9,11 +10,6 @@ const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]
 // API Gateway joins a duplicated header, so an id holding either cannot be trusted.
 const WEBHOOK_ID = /^[\x21-\x2b\x2d\x2f-\x7e]{1,124}$/;
 const TIMESTAMP = /^\d{1,12}$/;
-
-/** A webhook secret or API key that cannot work; the message never quotes it. */
-export class CredentialError extends Error {
-  override name = 'CredentialError';
-}
 
 /**
  * Checks a Standard Webhooks secret (`whsec_` + strict base64 of 24 to 64 bytes, no white

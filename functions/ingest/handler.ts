@@ -4,12 +4,8 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import {
-  acceptEvents,
-  type IngestDeps,
-  type IngestResponse,
-  payloadTooLarge,
-} from '../core/ingest.ts';
+import { acceptEvents, type IngestDeps } from '../core/ingest.ts';
+import { bodyTooLarge, type IngestResponse, refusalResponse } from '../core/ingest-steps.ts';
 import type { Logger } from '../core/ports.ts';
 
 export interface IngestHandlerDeps extends IngestDeps {
@@ -47,7 +43,7 @@ export function createIngestHandler(deps: IngestHandlerDeps) {
       const body = rawBody(event, deps.limits.maxBodyBytes);
       const response =
         body === undefined
-          ? payloadTooLarge(deps.limits.maxBodyBytes)
+          ? refusalResponse(bodyTooLarge(deps.limits.maxBodyBytes))
           : await acceptEvents(
               {
                 body,

@@ -1,6 +1,7 @@
 import * as z from 'zod';
+import { ConfigError } from '../core/errors.ts';
 import { ENTITY_PATTERN } from '../core/events.ts';
-import { type RetryPolicy, receivesForHorizon } from '../core/outcomes.ts';
+import { type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
 export const ENV = {
@@ -62,39 +63,6 @@ export const DEFAULTS = Object.freeze({
  * day is left for events that wait in a backlog before their first receive.
  */
 export const MAX_RETRY_HORIZON_SECONDS = 13 * 86_400;
-/** SQS's largest maxReceiveCount. */
-const MAX_RECEIVE_COUNT_LIMIT = 1000;
-
-/**
- * The retry policy from its three settings and an optional `maxReceiveCount`, which by default
- * is the smallest that cannot cut a retry short (`receivesForHorizon`). Throws a `ConfigError`
- * when the settings need more receives than SQS allows, or a given count is too small.
- */
-export function retryPolicy(settings: {
-  baseSeconds: number;
-  maxDelaySeconds: number;
-  horizonSeconds: number;
-  maxReceiveCount?: number | undefined;
-}): RetryPolicy {
-  const needed = receivesForHorizon(settings);
-  if (needed > MAX_RECEIVE_COUNT_LIMIT) {
-    throw new ConfigError(
-      `Invalid configuration: the retry horizon of ${settings.horizonSeconds} s needs ${needed} receives with delays of at most ${settings.maxDelaySeconds} s, more than SQS's ${MAX_RECEIVE_COUNT_LIMIT}: raise ${ENV.RETRY_MAX_DELAY_SECONDS} or lower ${ENV.RETRY_HORIZON_SECONDS}`,
-    );
-  }
-  if (settings.maxReceiveCount !== undefined && settings.maxReceiveCount < needed) {
-    throw new ConfigError(
-      `Invalid configuration: ${ENV.MAX_RECEIVE_COUNT} must be at least ${needed} for these retry settings, or unset to derive it`,
-    );
-  }
-  return {
-    baseSeconds: settings.baseSeconds,
-    maxDelaySeconds: settings.maxDelaySeconds,
-    horizonSeconds: settings.horizonSeconds,
-    maxReceiveCount: settings.maxReceiveCount ?? needed,
-  };
-}
-
 /**
  * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
  * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and
@@ -139,11 +107,6 @@ export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
 export const DEDUP_TABLE_KEY = 'id';
 export const DEDUP_TTL_ATTRIBUTE = 'expiration';
 export const DEDUP_STORE_FAILED_EVENT = 'dedup_store_failed';
-
-/** A configuration that cannot work; the message names every bad variable. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
 
 /** An environment variable holding a whole number in [min, max], `fallback` when unset. */
 export const integer = (min: number, max: number, fallback: number) =>

@@ -2,7 +2,8 @@ import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { ConfigError, secretNames } from '../../functions/shared/config.ts';
+import { ConfigError } from '../../functions/core/errors.ts';
+import { secretNames } from '../../functions/shared/config.ts';
 import {
   DEFAULT_HIDE_SECONDS,
   type DeadLetterFilters,

@@ -1,5 +1,5 @@
 /**
- * Exit codes of `npx mautic-relay` (the README lists them):
+ * Exit codes of `npx mautic-relay` (contract §4 lists them):
  * 0 done; 1 the command ran and failed (a non-2xx answer to `send`, dead letters that could not
  * be moved); 2 a usage mistake (unknown command or option, bad value); 3 what the command needs
  * cannot be reached (AWS settings, a stack or local stack that is not there).

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { GetSecretValueCommand, PutSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { CredentialError } from '../../functions/core/errors.ts';
 import {
   credentialLists,
   readSenderCredentials,
   type SenderCredential,
   writeSenderCredentials,
 } from '../../functions/core/sender-credentials.ts';
-import { CredentialError, parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
 import { SetupError } from './errors.ts';
 import { UsageError } from './operator-commands.ts';

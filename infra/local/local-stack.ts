@@ -4,9 +4,10 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
+import { ConfigError } from '../../functions/core/errors.ts';
+import { retryPolicy } from '../../functions/core/retry-policy.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import {
-  ConfigError,
   commaList,
   DEFAULTS,
   dedupWindow,
@@ -17,9 +18,13 @@ import {
   loadIngestConfig,
   loadRefreshConfig,
   MAX_RETRY_HORIZON_SECONDS,
-  retryPolicy,
   secretNames,
 } from '../../functions/shared/config.ts';
+import {
+  DEFAULT_SIMULATOR_CLIENT,
+  type MauticSimulator,
+  startMauticSimulator,
+} from '../../mautic-simulator/server.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startControlServer } from './control.ts';
 import { startDedupStore } from './dynamodb-local.ts';
@@ -28,15 +33,10 @@ import { startIngestThread } from './ingest-thread.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
-import {
-  DEFAULT_SIMULATOR_CLIENT,
-  type MauticSimulator,
-  startMauticSimulator,
-} from './mautic-simulator/server.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
 
-/** Contract §3, and a few knobs beyond it (documented in the README). */
+/** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
 const localSchema = z
   .object({
     PORT: integer(0, 65_535, 3000),

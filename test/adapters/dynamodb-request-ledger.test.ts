@@ -7,12 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
 import { DEDUP_TTL_ATTRIBUTE } from '../../functions/shared/config.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
-import {
-  type LocalDynamoDb,
-  newLedger,
-  recordingLogger,
-  startLocalDynamoDb,
-} from '../support/dedup.ts';
+import { type LocalDynamoDb, newLedger, startLocalDynamoDb } from '../support/dedup.ts';
+import { recordingLogger } from '../support/observe.ts';
 
 const NOW = Date.parse('2026-11-21T12:00:00Z');
 const identity = { key: 'webhook:msg_ledger', bodyHash: 'aGFzaA==' };

@@ -2,7 +2,8 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretsManagerIngestCredentials } from '../../functions/adapters/secrets-manager-ingest-credentials.ts';
-import { CredentialError, parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { CredentialError } from '../../functions/core/errors.ts';
+import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const secretsManager = mockClient(SecretsManagerClient);

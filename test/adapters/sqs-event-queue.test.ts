@@ -2,7 +2,7 @@ import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
-import { QueueUnavailableError } from '../../functions/core/ingest.ts';
+import { QueueUnavailableError } from '../../functions/core/errors.ts';
 
 const sqs = mockClient(SQSClient);
 const queue = () => new SqsEventQueue(new SQSClient({ region: 'eu-west-1' }), 'https://sqs/events');

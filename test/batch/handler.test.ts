@@ -7,15 +7,15 @@ import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
-  type MauticSimulator,
-  type MauticSimulatorOptions,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
-import {
   createQueuePair,
   type InvokeReport,
   SqsEventSource,
 } from '../../infra/local/sqs-event-source.ts';
+import {
+  type MauticSimulator,
+  type MauticSimulatorOptions,
+  startMauticSimulator,
+} from '../../mautic-simulator/server.ts';
 import {
   type LocalSqs,
   queueCounts,

@@ -4,16 +4,14 @@ import {
   DEFAULT_DELIVERY_OPTIONS,
   type DeliveryDeps,
   deliverChunks,
-  type MessageOutcome,
 } from '../../functions/core/delivery.ts';
 import { MauticPermanentError } from '../../functions/core/errors.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
+import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import {
-  type MauticSimulator,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { incoming } from '../support/events.ts';
+import { recorder } from '../support/observe.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');
 const json = { 'content-type': 'application/json' };
@@ -23,8 +21,8 @@ let deps: DeliveryDeps;
 let sleeps: number[];
 let tokenReads: Array<{ fresh: boolean }>;
 let refreshes: string[];
-let logs: Array<{ level: string; message: string; extra: unknown }>;
-let metrics: Array<[string, string, number]>;
+const observed = recorder();
+const { lines: logs, emitted: metrics } = observed;
 let currentToken: string;
 let renew: () => string;
 
@@ -64,12 +62,8 @@ async function restart(options: Parameters<typeof startMauticSimulator>[0] = {})
         return currentToken;
       },
     },
-    logger: {
-      info: (message, ...extra) => logs.push({ level: 'info', message, extra }),
-      warn: (message, ...extra) => logs.push({ level: 'warn', message, extra }),
-      error: (message, ...extra) => logs.push({ level: 'error', message, extra }),
-    },
-    metrics: { addMetric: (name, unit, value) => metrics.push([name, unit, value]) },
+    logger: observed.logger,
+    metrics: observed.metrics,
     clock: { now: () => now },
     sleep: async (ms) => {
       sleeps.push(ms);
@@ -85,8 +79,7 @@ beforeEach(async () => {
   sleeps = [];
   tokenReads = [];
   refreshes = [];
-  logs = [];
-  metrics = [];
+  observed.clear();
   await restart();
 });
 
@@ -183,13 +176,13 @@ describe('deliverChunks', () => {
     });
   });
 
-  it('backs off with full jitter through a short 5xx storm and delivers', async () => {
+  it('backs off with equal jitter through a short 5xx storm and delivers', async () => {
     sim.inject({ path: '/api/contacts/batch/new' }, { status: 503, body: 'busy' }, 2);
 
     const outcomes = await deliverChunks(plan(creates(3)), deadline(), deps);
 
     expect(kinds(outcomes)).toEqual(['delivered', 'delivered', 'delivered']);
-    expect(sleeps).toEqual([100, 200]);
+    expect(sleeps).toEqual([150, 300]);
     expect(apiCalls()).toHaveLength(3);
   });
 

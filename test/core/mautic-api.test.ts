@@ -8,13 +8,10 @@ import {
   MauticRateLimitError,
   MauticResponseError,
   MauticTransientError,
-  possiblyApplied,
 } from '../../functions/core/errors.ts';
+import { possiblyApplied } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import {
-  type MauticSimulator,
-  startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');

@@ -10,7 +10,7 @@ import {
   DEFAULT_SIMULATOR_CLIENT,
   type MauticSimulator,
   startMauticSimulator,
-} from '../../infra/local/mautic-simulator/server.ts';
+} from '../../mautic-simulator/server.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const START = Date.parse('2026-11-21T00:00:00Z');

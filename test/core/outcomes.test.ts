@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import type { MessageOutcome } from '../../functions/core/delivery.ts';
+import { ConfigError } from '../../functions/core/errors.ts';
+import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
+import { readMessages, settleBatch } from '../../functions/core/outcomes.ts';
+import type { QueuedMessage } from '../../functions/core/ports.ts';
 import {
   type RetryPolicy,
-  readMessages,
   receivesForHorizon,
   retryDelaySeconds,
-  settleBatch,
-} from '../../functions/core/outcomes.ts';
-import type { QueuedMessage } from '../../functions/core/ports.ts';
-import { ConfigError, DEFAULTS, retryPolicy } from '../../functions/shared/config.ts';
+  retryPolicy,
+} from '../../functions/core/retry-policy.ts';
+import { DEFAULTS } from '../../functions/shared/config.ts';
 
 const NOW = Date.parse('2026-11-24T12:00:00Z');
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { CredentialError } from '../../functions/core/errors.ts';
 import {
   credentialLists,
   readSenderCredentials,
   writeSenderCredentials,
 } from '../../functions/core/sender-credentials.ts';
-import { CredentialError } from '../../functions/core/webhook-auth.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';

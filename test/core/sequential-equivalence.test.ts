@@ -8,7 +8,7 @@ import {
 } from '../../functions/core/delivery.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { listRecords, seedRecord } from '../../infra/local/mautic-simulator/rest.ts';
+import { listRecords, seedRecord } from '../../mautic-simulator/rest.ts';
 import { inMemoryMautic } from '../support/in-memory-mautic.ts';
 
 // Contract §2 "Coalescing never changes the result" and "Order per record": whatever the planner

@@ -3,8 +3,8 @@ import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { describe, expect, it } from 'vitest';
+import { CredentialError } from '../../functions/core/errors.ts';
 import {
-  CredentialError,
   parseApiKey,
   parseCredentials,
   parseWebhookSecret,

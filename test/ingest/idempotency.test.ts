@@ -7,15 +7,10 @@ import { Webhook as SvixWebhook } from 'svix';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
-import { QueueUnavailableError } from '../../functions/core/ingest.ts';
+import { QueueUnavailableError } from '../../functions/core/errors.ts';
 import type { EventQueue } from '../../functions/core/ports.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
-import {
-  type LocalDynamoDb,
-  newLedger,
-  recordingLogger,
-  startLocalDynamoDb,
-} from '../support/dedup.ts';
+import { type LocalDynamoDb, newLedger, startLocalDynamoDb } from '../support/dedup.ts';
 import {
   API_KEY,
   contact,
@@ -33,6 +28,7 @@ import {
   startLocalSqs,
   uniqueQueueName,
 } from '../support/local-sqs.ts';
+import { recordingLogger } from '../support/observe.ts';
 
 let localSqs: LocalSqs;
 let db: LocalDynamoDb;

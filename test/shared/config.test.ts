@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../functions/core/errors.ts';
 import {
-  ConfigError,
   DEFAULT_ENTITIES,
   loadBatchConfig,
   loadIngestConfig,

@@ -1,0 +1,341 @@
+/**
+ * What a failure leads to (contract §2), decided in one place from the failure's kind, the
+ * entity, the action, the attempt and the time: call again, renew the token, split the call,
+ * settle (delivered, dead-lettered with a reason, or back to the queue until a given time), or
+ * stop calling for the rest of the run. Pure: the delivery run and the batch settlement carry
+ * the decisions out; the delays themselves come from `retry-policy.ts`.
+ */
+import {
+  describeError,
+  MauticAuthError,
+  MauticBatchLimitError,
+  MauticError,
+  MauticPermanentError,
+  MauticRateLimitError,
+  MauticResponseError,
+  MauticTransientError,
+} from './errors.ts';
+import type { Action } from './events.ts';
+import type { ItemResult } from './ports.ts';
+import {
+  IN_CALL_RETRY,
+  type InCallRetry,
+  inCallBackoffMs,
+  MAX_VISIBILITY_DELAY_SECONDS,
+  type RetryPolicy,
+  retryDelaySeconds,
+} from './retry-policy.ts';
+
+/** What became of one message. */
+export type MessageOutcome =
+  | { kind: 'delivered'; status: number; id: number }
+  /** Refused for good: the message goes to the dead-letter queue with this reason. */
+  | { kind: 'rejected'; reason: string; status?: number; message: string }
+  /**
+   * Try again later through the queue, not before `notBefore` (epoch ms) when set. `status` and
+   * `message` tell the last failure, for the dead letter if the retry horizon runs out.
+   */
+  | { kind: 'retry'; reason: string; notBefore?: number; status?: number; message?: string };
+
+/** Why a run makes no more Mautic calls: a 429's reset time, or a token refused after renewal. */
+export interface RunHalt {
+  rateLimitedUntil?: number | undefined;
+  unauthorized?: string | undefined;
+}
+
+/** Where a failed call stands when the policy decides. */
+export interface CallSituation {
+  entity: string;
+  action: Action;
+  /** Items in the failed call. */
+  items: number;
+  /** The call's attempt, from 1. */
+  attempt: number;
+  /** How far the token was renewed for this call: the cached one, re-read, or refused once. */
+  token: 'cached' | 'reread' | 'refused';
+  now: number;
+  /** No call starts after this (the deadline less its margin). */
+  callsUntil: number;
+  /** What already halted the run, if anything (another chunk's 429). */
+  halt: RunHalt;
+  /** Draws in [0, 1) for the jitter. */
+  random: () => number;
+  /** The in-call retry settings, when not `IN_CALL_RETRY`'s. */
+  retry?: InCallRetry | undefined;
+}
+
+/** What to do after a failed call. */
+export type Decision =
+  /** Call again at once with a token read past the cache, or a newer one from the refresher. */
+  | { kind: 'renew_token'; token: 'reread' | 'refused' }
+  /** Call again after a pause. */
+  | { kind: 'call_again'; afterMs: number }
+  /** Send the items again in calls of at most `size`; `learnedLimit` is Mautic's stated limit. */
+  | { kind: 'split'; size: number; learnedLimit?: number }
+  /**
+   * Settle every item of the call with `outcome`. `halt`: no more calls in this run. `alert`: a
+   * failure a person must look at, for an error log line.
+   */
+  | {
+      kind: 'settle';
+      outcome: MessageOutcome;
+      halt?: RunHalt;
+      alert?: { message: string; details: Record<string, unknown> };
+    };
+
+/** The items' outcome when the access token cannot be had before the deadline. */
+export const NO_TOKEN: MessageOutcome = { kind: 'retry', reason: 'no_token' };
+
+/**
+ * Decides what follows a failed Mautic call.
+ *
+ * - 401: re-read the token past the cache, then wait for a newer one from the refresher; a third
+ *   401 leaves the items, and every later one of the run, to the queue.
+ * - 429: the items, and every later one of the run, wait until the rate-limit window resets.
+ * - "A max of N entities": split to N (at most half of the call), and remember N.
+ * - A whole-call 400/422/413 is about the content: halve the call until the item at fault is
+ *   refused alone. Mautic's own 404 for a path it has no route for: the entity does not exist.
+ *   Any other refusal (403, another 404, a redirect, 405) is configuration: to the queue, loudly.
+ * - Anything else is transient: back off and call again while attempts and time remain.
+ */
+export function decideAfterFailure(error: unknown, situation: CallSituation): Decision {
+  if (error instanceof MauticAuthError) return afterUnauthorized(error, situation);
+  if (error instanceof MauticBatchLimitError && error.limit < situation.items) {
+    const limit = Math.max(1, Math.min(error.limit, Math.ceil(situation.items / 2)));
+    return { kind: 'split', size: limit, learnedLimit: limit };
+  }
+  if (error instanceof MauticRateLimitError) return afterRateLimit(error, situation);
+  if (error instanceof MauticPermanentError) return afterRefusal(error, situation);
+  return afterTransient(error, situation);
+}
+
+function afterUnauthorized(error: MauticAuthError, situation: CallSituation): Decision {
+  if (situation.token === 'cached') return { kind: 'renew_token', token: 'reread' };
+  if (situation.token === 'reread') return { kind: 'renew_token', token: 'refused' };
+  // Refused even after the refresher renewed it: further calls would only fail.
+  const unauthorized = `unauthorized_${error.reason}`;
+  return {
+    kind: 'settle',
+    outcome: { kind: 'retry', reason: unauthorized },
+    halt: { unauthorized },
+  };
+}
+
+function afterRateLimit(error: MauticRateLimitError, situation: CallSituation): Decision {
+  const retry = situation.retry ?? IN_CALL_RETRY;
+  const resetAt = error.resetAt ?? situation.now + retry.defaultRateLimitDelayMs;
+  const rateLimitedUntil = Math.max(situation.halt.rateLimitedUntil ?? 0, resetAt);
+  return {
+    kind: 'settle',
+    outcome: {
+      kind: 'retry',
+      reason: 'rate_limited',
+      notBefore: rateLimitedUntil,
+      status: 429,
+      message: describeError(error),
+    },
+    halt: { rateLimitedUntil },
+  };
+}
+
+function afterRefusal(error: MauticPermanentError, situation: CallSituation): Decision {
+  if (error.status === 400 || error.status === 422 || error.status === 413) {
+    if (situation.items > 1) return { kind: 'split', size: Math.ceil(situation.items / 2) };
+    const outcome = { status: error.status, message: error.message };
+    return {
+      kind: 'settle',
+      outcome: { kind: 'rejected', reason: 'mautic_refused_item', ...outcome },
+    };
+  }
+  if (error.status === 404 && error.mauticMessage?.startsWith('Requested URL not found')) {
+    return {
+      kind: 'settle',
+      outcome: {
+        kind: 'rejected',
+        reason: 'mautic_unknown_entity',
+        status: 404,
+        message: error.message,
+      },
+    };
+  }
+  return {
+    kind: 'settle',
+    outcome: { kind: 'retry', reason: `mautic_refused_${error.status}` },
+    alert: {
+      message: "Mautic refused the call; check the base URL and the API user's permissions",
+      details: {
+        entity: situation.entity,
+        action: situation.action,
+        status: error.status,
+        error: describeError(error),
+      },
+    },
+  };
+}
+
+function afterTransient(error: unknown, situation: CallSituation): Decision {
+  const retry = situation.retry ?? IN_CALL_RETRY;
+  const reason = transientReason(error);
+  const backoff = inCallBackoffMs(retry, situation.attempt, situation.random());
+  const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
+  const noTime = situation.now + backoff >= situation.callsUntil;
+  if (!aborted && situation.attempt < retry.maxAttempts && !noTime) {
+    return { kind: 'call_again', afterMs: backoff };
+  }
+  const status = error instanceof MauticError ? error.status : undefined;
+  return {
+    kind: 'settle',
+    outcome: {
+      kind: 'retry',
+      reason,
+      ...(status === undefined ? {} : { status }),
+      message: describeError(error),
+    },
+  };
+}
+
+function transientReason(error: unknown): string {
+  if (error instanceof MauticTransientError) return `mautic_${error.kind}`;
+  if (error instanceof MauticResponseError) return 'mautic_bad_response';
+  if (error instanceof MauticBatchLimitError) return 'mautic_batch_limit';
+  return 'unexpected_error';
+}
+
+/** The failures the policy knows; any other is logged as an error before it is decided. */
+const KNOWN_FAILURES = [
+  MauticAuthError,
+  MauticRateLimitError,
+  MauticPermanentError,
+  MauticBatchLimitError,
+  MauticTransientError,
+  MauticResponseError,
+];
+
+export function isUnexpected(error: unknown): boolean {
+  return !KNOWN_FAILURES.some((known) => error instanceof known);
+}
+
+/**
+ * The items of a failed call that must not be sent again, with their outcome: the creates Mautic
+ * may have applied without saying so (a 2xx it cannot read, a timeout or a dropped connection
+ * after sending), unless Mautic upserts them (a contact with an email), so a repeat is harmless
+ * (contract §2, "No blind re-send").
+ */
+export function unrepeatable<T extends { payload: Record<string, unknown> }>(
+  error: unknown,
+  entity: string,
+  action: Action,
+  items: ReadonlyArray<T>,
+): { items: T[]; outcome: MessageOutcome } | undefined {
+  if (action !== 'create' || !possiblyApplied(error)) return undefined;
+  return {
+    items: items.filter((item) => !isUpserted(entity, item.payload)),
+    outcome: {
+      kind: 'rejected',
+      reason: 'ambiguous_result',
+      message: `Mautic may have created this record; its answer cannot tell (${describeError(error)})`,
+    },
+  };
+}
+
+/** Whether a failed call may have been applied by Mautic all the same. */
+export function possiblyApplied(error: unknown): boolean {
+  return (
+    (error instanceof MauticTransientError || error instanceof MauticResponseError) &&
+    error.possiblyApplied
+  );
+}
+
+/** Whether Mautic upserts the create (a contact with an email), so a repeat is harmless. */
+function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
+  const email = payload.email;
+  return entity === 'contacts' && typeof email === 'string' && email.trim() !== '';
+}
+
+/** Per-item statuses that mean "never going to work". */
+const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
+/** Per-item statuses that judge an item's content: a merged item so refused is split up. */
+const INVALID_ITEM_STATUSES = new Set([400, 422]);
+
+/**
+ * What one item's result leads to: settled (delivered, refused for good, or back to the queue),
+ * or, for a merged item Mautic refused as invalid, its events sent again one by one, in arrival
+ * order, so each gets what it would have got alone.
+ */
+export function decideItem(
+  result: ItemResult | undefined,
+  merged: boolean,
+): { kind: 'settle'; outcome: MessageOutcome } | { kind: 'one_by_one' } {
+  if (merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
+    return { kind: 'one_by_one' };
+  }
+  return { kind: 'settle', outcome: itemOutcome(result) };
+}
+
+function itemOutcome(result: ItemResult | undefined): MessageOutcome {
+  if (result === undefined) return { kind: 'retry', reason: 'no_result' };
+  if (result.kind === 'delivered')
+    return { kind: 'delivered', status: result.status, id: result.id };
+  if (PERMANENT_ITEM_STATUSES.has(result.status)) {
+    return {
+      kind: 'rejected',
+      reason: 'mautic_rejected_item',
+      status: result.status,
+      message: result.message,
+    };
+  }
+  return { kind: 'retry', reason: `mautic_item_${result.status}` };
+}
+
+/**
+ * Why no call may start now, if none may: a 429 or a refused token halted the run, the time for
+ * calls is up, or the invocation is being aborted.
+ */
+export function noCallNow(
+  halt: RunHalt,
+  now: number,
+  callsUntil: number,
+  aborted: boolean,
+): MessageOutcome | undefined {
+  if (halt.rateLimitedUntil !== undefined) {
+    return { kind: 'retry', reason: 'rate_limited', notBefore: halt.rateLimitedUntil };
+  }
+  if (halt.unauthorized !== undefined) return { kind: 'retry', reason: halt.unauthorized };
+  if (now > callsUntil || aborted) return { kind: 'retry', reason: 'deadline' };
+  return undefined;
+}
+
+/** What becomes of a message the delivery left to the queue, at the end of the invocation. */
+export type Requeue =
+  | { kind: 'dead_letter'; reason: 'retry_horizon_exceeded'; detail: string; status?: number }
+  | { kind: 'delay'; seconds: number; reason: string };
+
+/**
+ * Decides when a message left to the queue comes back (contract §2): after the policy's backoff
+ * for its receive count, or when Mautic's rate-limit window resets (`notBefore`, capped at
+ * `maxDelaySeconds`) if that is later — never past SQS's visibility limit. Once the retry horizon
+ * has passed since its first receive it is dead-lettered instead, with its last failure.
+ */
+export function decideRequeue(
+  outcome: (MessageOutcome & { kind: 'retry' }) | undefined,
+  message: { receives: number; firstReceivedAt: number },
+  options: { now: number; policy: RetryPolicy; maxDelaySeconds: number; random: () => number },
+): Requeue {
+  const { now, policy } = options;
+  const reason = outcome?.reason ?? 'no_outcome';
+  const elapsed = now - message.firstReceivedAt;
+  if (elapsed >= policy.horizonSeconds * 1000) {
+    return {
+      kind: 'dead_letter',
+      reason: 'retry_horizon_exceeded',
+      detail: `retried for ${Math.round(elapsed / 1000)} s; last failure: ${outcome?.message ?? reason}`,
+      ...(outcome?.status === undefined ? {} : { status: outcome.status }),
+    };
+  }
+  let seconds = retryDelaySeconds(policy, message.receives, options.random());
+  if (outcome?.notBefore !== undefined) {
+    const reset = Math.ceil((outcome.notBefore - now) / 1000);
+    seconds = Math.max(seconds, Math.min(options.maxDelaySeconds, reset));
+  }
+  return { kind: 'delay', seconds: Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS), reason };
+}

@@ -1,0 +1,285 @@
+/**
+ * The steps of an ingest endpoint, each a small function that returns its result or throws an
+ * `IngestRefusal` with the answer (contract §1). `acceptEvents` (ingest.ts) runs them in order;
+ * another kind of endpoint runs the same steps with one swapped, e.g. its own authenticate.
+ */
+import { IngestRefusal, type RefusalDetail } from './errors.ts';
+import {
+  ENTITY_PATTERN,
+  type QueuedEvent,
+  queuedEventSchema,
+  type RelayEvent,
+  relayEventSchema,
+} from './events.ts';
+import type { IngestCredentials, OutgoingMessage } from './ports.ts';
+import type { AuthenticatedSender } from './request-identity.ts';
+import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
+
+/** A request as the ingest sees it: raw body bytes and lower-cased header names. */
+export interface IngestRequest {
+  body: Uint8Array;
+  headers: Readonly<Record<string, string | undefined>>;
+  /** The invocation's request id, for log lines. */
+  requestId?: string | undefined;
+  /** Time left in the invocation: a claim on a request id lasts no longer. */
+  remainingTimeMs?: number | undefined;
+}
+
+export interface IngestResponse {
+  status: 202 | IngestRefusal['status'];
+  body: unknown;
+}
+
+export interface IngestLimits {
+  /** Largest body accepted, in bytes. @default 1 MiB */
+  maxBodyBytes: number;
+  /** Most events in one request. @default 500 */
+  maxEvents: number;
+  /** The entities events may name (`ENTITIES`). @default the standard Mautic entities */
+  entities: ReadonlySet<string>;
+}
+
+/** Who sent a request: a name for the envelope, and what identifies its requests. */
+export interface Sender {
+  name: string;
+  auth: AuthenticatedSender;
+}
+
+/** Nesting deeper than this is refused: re-serialising it could exhaust the stack. */
+const MAX_DEPTH = 32;
+/** Made once: decode() without `stream` keeps no state between calls. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+/** SQS's limit per message, less room for message attributes. */
+const MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
+
+/** Size, before anything else: 413 for a body over the cap. */
+export function checkSize(body: Uint8Array, limits: IngestLimits): void {
+  if (body.byteLength > limits.maxBodyBytes) throw bodyTooLarge(limits.maxBodyBytes);
+}
+
+/** The refusal of a body over the cap (also answered by the handler before it decodes one). */
+export function bodyTooLarge(maxBodyBytes: number): IngestRefusal {
+  return new IngestRefusal(413, 'payload_too_large', `The body exceeds ${maxBodyBytes} bytes.`);
+}
+
+/** Content type: 415 unless `application/json`, optionally with `charset=utf-8` (any case). */
+export function checkContentType(headers: IngestRequest['headers']): void {
+  const [type, ...params] = (headers['content-type'] ?? '')
+    .split(';')
+    .map((part) => part.trim().toLowerCase());
+  const json =
+    type === 'application/json' &&
+    params.every((param) => param === '' || /^charset\s*=\s*"?utf-8"?$/.test(param));
+  if (!json) {
+    throw new IngestRefusal(
+      415,
+      'unsupported_media_type',
+      'Content-Type must be application/json.',
+    );
+  }
+}
+
+/** Authentication: a Standard Webhooks signature, or an API key; 401 for neither. */
+export function authenticate(
+  request: IngestRequest,
+  credentials: IngestCredentials,
+  nowSeconds: number,
+): Sender {
+  const { headers, body } = request;
+  const webhook = webhookHeaders(headers);
+  const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
+  if (keyIndex !== -1 && webhook.id !== undefined)
+    return { name: `webhook#${keyIndex + 1}`, auth: { kind: 'webhook', webhookId: webhook.id } };
+  const apiKeyIndex = verifyApiKey(headers.authorization, credentials.apiKeyDigests);
+  const keyDigest = credentials.apiKeyDigests[apiKeyIndex];
+  if (keyDigest !== undefined)
+    return { name: `api-key#${apiKeyIndex + 1}`, auth: { kind: 'api-key', keyDigest } };
+  throw new IngestRefusal(401, 'unauthorized', 'Authentication failed.');
+}
+
+/**
+ * The Standard Webhooks headers, or Svix's names for them (`svix-id`, `svix-timestamp`,
+ * `svix-signature`), which Svix-sent webhooks carry by default. The set is taken whole from one
+ * family, never mixed: any `webhook-*` header picks the Standard Webhooks names.
+ */
+function webhookHeaders(headers: IngestRequest['headers']) {
+  const standard =
+    headers['webhook-id'] !== undefined ||
+    headers['webhook-timestamp'] !== undefined ||
+    headers['webhook-signature'] !== undefined;
+  const prefix = standard ? 'webhook' : 'svix';
+  return {
+    id: headers[`${prefix}-id`],
+    timestamp: headers[`${prefix}-timestamp`],
+    signature: headers[`${prefix}-signature`],
+  };
+}
+
+/** Parsing: 400 unless the body is JSON in UTF-8. */
+export function parseBody(body: Uint8Array): unknown {
+  try {
+    return JSON.parse(UTF8.decode(body));
+  } catch {
+    throw new IngestRefusal(400, 'invalid_json', 'The body is not valid JSON in UTF-8.');
+  }
+}
+
+/**
+ * Validation: an event object or an array of 1 to `maxEvents` of them, each of the schema and
+ * naming an entity the relay accepts; 422 with a detail per problem, nothing queued.
+ */
+export function validateEvents(parsed: unknown, limits: IngestLimits): RelayEvent[] {
+  const items: unknown[] = Array.isArray(parsed) ? parsed : [parsed];
+  if (items.length < 1 || items.length > limits.maxEvents || !items.every(isPlainObject)) {
+    throw new IngestRefusal(422, 'invalid_event', 'The request could not be accepted.', [
+      {
+        path: '',
+        message: `The body must be an event object or an array of 1 to ${limits.maxEvents} event objects.`,
+      },
+    ]);
+  }
+  const details: RefusalDetail[] = [];
+  const events: RelayEvent[] = [];
+  items.forEach((item, index) => {
+    const checked = checkEvent(item, limits.entities);
+    if ('event' in checked) events.push(checked.event);
+    else for (const problem of checked.problems) details.push({ index, ...problem });
+  });
+  if (details.length > 0) {
+    throw new IngestRefusal(422, 'invalid_event', 'Some events are invalid.', details);
+  }
+  return events;
+}
+
+/** One event, checked: the event, or what is wrong with it (its shape, entity or schema). */
+function checkEvent(
+  item: Record<string, unknown>,
+  entities: ReadonlySet<string>,
+): { event: RelayEvent } | { problems: Array<{ path: string; message: string }> } {
+  const shapeProblem = checkShape(item);
+  if (shapeProblem) return { problems: [shapeProblem] };
+  const problems: Array<{ path: string; message: string }> = [];
+  const entity = item.entity;
+  if (typeof entity === 'string' && ENTITY_PATTERN.test(entity) && !entities.has(entity)) {
+    problems.push({
+      path: '/entity',
+      message: 'is not one of the entities this relay accepts (ENTITIES)',
+    });
+  }
+  const result = relayEventSchema.safeParse(item);
+  for (const issue of result.error?.issues ?? []) {
+    // One detail per unknown key, at its own pointer: "" is kept for the request as a whole.
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys)
+        problems.push({ path: toPointer([...issue.path, key]), message: 'is not a known field' });
+    } else {
+      problems.push({ path: toPointer(issue.path), message: issue.message });
+    }
+  }
+  return result.success && problems.length === 0 ? { event: result.data } : { problems };
+}
+
+/**
+ * Envelopes: the queued form of each event, with its id (the sender's, one derived from the
+ * webhook id, or a new one), the time and the sender; 422 when one would not parse again in the
+ * batch function (e.g. an event id derived from a long webhook id).
+ */
+export function envelope(
+  events: ReadonlyArray<RelayEvent>,
+  sender: Sender,
+  now: number,
+  newId: () => string,
+): QueuedEvent[] {
+  const webhookId = sender.auth.kind === 'webhook' ? sender.auth.webhookId : undefined;
+  const receivedAt = new Date(now).toISOString();
+  const queued = events.map(
+    (event, index): QueuedEvent => ({
+      v: 1,
+      eventId: event.eventId ?? (webhookId ? `${webhookId}:${index}` : newId()),
+      receivedAt,
+      sender: sender.name,
+      entity: event.entity,
+      action: event.action,
+      ...(event.data === undefined ? {} : { data: event.data }),
+      ...(event.id === undefined ? {} : { id: event.id }),
+    }),
+  );
+  const unreadable = queued.flatMap((queuedEvent, index) => {
+    const check = queuedEventSchema.safeParse(queuedEvent);
+    return (check.error?.issues ?? []).map((issue) => ({
+      index,
+      path: toPointer(issue.path),
+      message: issue.message,
+    }));
+  });
+  if (unreadable.length > 0) {
+    throw new IngestRefusal(422, 'invalid_event', 'Some events are invalid.', unreadable);
+  }
+  return queued;
+}
+
+/** Size per message: one queue message per event; 413 when an event is larger than one holds. */
+export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[] {
+  const messages = queued.map((event) => ({ eventId: event.eventId, body: toQueueBody(event) }));
+  const tooLarge = messages.findIndex(
+    (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,
+  );
+  if (tooLarge !== -1) {
+    throw new IngestRefusal(
+      413,
+      'payload_too_large',
+      `Event ${tooLarge} is larger than one queue message can hold.`,
+    );
+  }
+  return messages;
+}
+
+/**
+ * The event as an SQS message body. JSON.stringify leaves U+FFFE and U+FFFF as they are, and SQS
+ * refuses messages holding them; inside JSON they can only stand in strings, so escaping them
+ * keeps the same value.
+ */
+function toQueueBody(event: QueuedEvent): string {
+  return JSON.stringify(event).replace(
+    /[\uFFFE\uFFFF]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16)}`,
+  );
+}
+
+/** The answer for a refusal: `{ error: { code, message, details? } }` with its status. */
+export function refusalResponse(refusal: IngestRefusal): IngestResponse {
+  const { status, code, message, details } = refusal;
+  return { status, body: { error: { code, message, ...(details ? { details } : {}) } } };
+}
+
+/**
+ * Refuses what the schema cannot see and re-serialising could trip on: nesting deeper than
+ * MAX_DEPTH and `__proto__` keys, which an object spread or assignment would turn into a
+ * prototype. Walks iteratively, so depth cannot exhaust the stack here either.
+ */
+function checkShape(event: unknown): { path: string; message: string } | undefined {
+  const stack: Array<{ value: unknown; path: string[] }> = [{ value: event, path: [] }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop() as { value: unknown; path: string[] };
+    if (typeof value !== 'object' || value === null) continue;
+    if (path.length >= MAX_DEPTH)
+      return { path: toPointer(path), message: `nests deeper than ${MAX_DEPTH} levels` };
+    for (const key of Object.keys(value)) {
+      if (key === '__proto__')
+        return { path: toPointer([...path, key]), message: 'is not an allowed key' };
+      stack.push({ value: (value as Record<string, unknown>)[key], path: [...path, key] });
+    }
+  }
+  return undefined;
+}
+
+/** A JSON pointer (RFC 6901) for a path inside one event. */
+function toPointer(path: ReadonlyArray<PropertyKey>): string {
+  return path
+    .map((part) => `/${String(part).replaceAll('~', '~0').replaceAll('/', '~1')}`)
+    .join('');
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

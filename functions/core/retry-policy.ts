@@ -1,0 +1,137 @@
+import { ConfigError } from './errors.ts';
+
+/**
+ * Every delay of the relay in one place: the backoff inside one invocation, the visibility delay
+ * between receives, the retry horizon and the `maxReceiveCount` derived from it, the pauses of
+ * the token wait and of a refused SendMessageBatch. What a failure leads to is decided in
+ * `failure-policy.ts`; this module only says how long.
+ */
+
+/**
+ * How long failures that are not the event's own are retried (contract §2): between receives a
+ * message is hidden for `baseSeconds × 2^(receives-1)`, capped at `maxDelaySeconds`, with jitter;
+ * it is dead-lettered once `horizonSeconds` have passed since its first receive. The queue's
+ * `maxReceiveCount` is a backstop only: on that receive the function dead-letters the message
+ * itself, with a reason, before the queue would move it bare.
+ */
+export interface RetryPolicy {
+  baseSeconds: number;
+  maxDelaySeconds: number;
+  horizonSeconds: number;
+  maxReceiveCount: number;
+}
+
+/** Retries of one Mautic call inside an invocation, for transient failures. */
+export interface InCallRetry {
+  maxAttempts: number;
+  baseBackoffMs: number;
+  maxBackoffMs: number;
+  defaultRateLimitDelayMs: number;
+}
+
+export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
+  /** Attempts per call. */
+  maxAttempts: 3,
+  /** First backoff step; it doubles per attempt, capped at `maxBackoffMs`, with jitter. */
+  baseBackoffMs: 200,
+  maxBackoffMs: 5_000,
+  /** Delay after a 429 whose answer carried no `X-RateLimit-Reset`. */
+  defaultRateLimitDelayMs: 60_000,
+});
+
+/** Pauses between polls of the token secret while the refresher renews the token. */
+export const TOKEN_POLL = Object.freeze({ startMs: 250, maxMs: 2_000 });
+
+/** Pauses before each new try of SendMessageBatch entries SQS refused; then the request fails. */
+export const ENQUEUE_RETRY_DELAYS_MS: ReadonlyArray<number> = Object.freeze([50, 200, 800]);
+
+/**
+ * SQS refuses a visibility timeout that ends more than 12 hours after the message was received;
+ * the invocation itself may have taken up to 15 minutes of that.
+ */
+export const MAX_VISIBILITY_DELAY_SECONDS = 12 * 3600 - 15 * 60;
+
+/** SQS's largest maxReceiveCount. */
+const MAX_RECEIVE_COUNT_LIMIT = 1000;
+
+/**
+ * The relay's one jitter scheme ("equal jitter"): the delay is drawn from the upper half of the
+ * step, never below half of it. AWS's "full jitter" may draw a delay near zero again and again;
+ * between receives every early return spends a receive, so no `maxReceiveCount` could be derived
+ * that is sure to outlast the horizon. With a floor of half a step it can. `random` is in [0, 1).
+ */
+export function jittered(step: number, random: number): number {
+  return step / 2 + (random * step) / 2;
+}
+
+/** The exponential step after `attempts` tries: `base × 2^(attempts-1)`, at most `max`. */
+function exponentialStep(base: number, max: number, attempts: number): number {
+  return Math.min(max, base * 2 ** Math.max(0, attempts - 1));
+}
+
+/** The pause before the next try of a Mautic call inside the invocation, in ms. */
+export function inCallBackoffMs(
+  options: { baseBackoffMs: number; maxBackoffMs: number },
+  attempt: number,
+  random: number,
+): number {
+  return Math.floor(
+    jittered(exponentialStep(options.baseBackoffMs, options.maxBackoffMs, attempt), random),
+  );
+}
+
+/** The delay before the next receive, in whole seconds (SQS visibility), after `receives` receives. */
+export function retryDelaySeconds(policy: RetryPolicy, receives: number, random: number): number {
+  const step = exponentialStep(policy.baseSeconds, policy.maxDelaySeconds, receives);
+  return Math.max(1, Math.ceil(jittered(step, random)));
+}
+
+/**
+ * The fewest receives that can fit in the horizon when every delay is as short as the jitter
+ * allows, plus the receive after the horizon (the one that dead-letters) and one to spare: the
+ * smallest `maxReceiveCount` that never cuts a retry short.
+ */
+export function receivesForHorizon(
+  policy: Pick<RetryPolicy, 'baseSeconds' | 'maxDelaySeconds' | 'horizonSeconds'>,
+): number {
+  let receives = 1;
+  let elapsed = 0;
+  while (elapsed < policy.horizonSeconds) {
+    const step = exponentialStep(policy.baseSeconds, policy.maxDelaySeconds, receives);
+    elapsed += Math.max(1, Math.ceil(jittered(step, 0)));
+    receives++;
+    // Past SQS's limit of 1000 there is no point in counting further.
+    if (receives > MAX_RECEIVE_COUNT_LIMIT) break;
+  }
+  return receives + 1;
+}
+
+/**
+ * The retry policy from its three settings and an optional `maxReceiveCount`, which by default
+ * is the smallest that cannot cut a retry short (`receivesForHorizon`). Throws a `ConfigError`
+ * when the settings need more receives than SQS allows, or a given count is too small.
+ */
+export function retryPolicy(settings: {
+  baseSeconds: number;
+  maxDelaySeconds: number;
+  horizonSeconds: number;
+  maxReceiveCount?: number | undefined;
+}): RetryPolicy {
+  const needed = receivesForHorizon(settings);
+  if (needed > MAX_RECEIVE_COUNT_LIMIT) {
+    throw new ConfigError(
+      `Invalid configuration: the retry horizon of ${settings.horizonSeconds} s needs ${needed} receives with delays of at most ${settings.maxDelaySeconds} s, more than SQS's ${MAX_RECEIVE_COUNT_LIMIT}: raise RETRY_MAX_DELAY_SECONDS or lower RETRY_HORIZON_SECONDS`,
+    );
+  }
+  if (settings.maxReceiveCount !== undefined && settings.maxReceiveCount < needed) {
+    throw new ConfigError(
+      `Invalid configuration: MAX_RECEIVE_COUNT must be at least ${needed} for these retry settings, or unset to derive it`,
+    );
+  }
+  return {
+    baseSeconds: settings.baseSeconds,
+    maxDelaySeconds: settings.maxDelaySeconds,
+    horizonSeconds: settings.horizonSeconds,
+    maxReceiveCount: settings.maxReceiveCount ?? needed,
+  };
+}
