@@ -2,19 +2,31 @@
 const MAX_ENTRIES = 10;
 const MAX_BATCH_BYTES = 1024 * 1024;
 
-/** Consecutive groups of at most 10 items whose sizes add up to at most 1 MiB. */
-export function groupsOf<T>(items: ReadonlyArray<T>, sizeOf: (item: T) => number): T[][] {
+/**
+ * Consecutive groups of at most 10 items whose sizes add up to at most 1 MiB and, when `keyOf`
+ * is given, with no two items of one key.
+ */
+export function groupsOf<T>(
+  items: ReadonlyArray<T>,
+  sizeOf: (item: T) => number,
+  keyOf?: (item: T) => string,
+): T[][] {
   const groups: T[][] = [];
   let current: T[] = [];
+  let keys = new Set<string>();
   let bytes = 0;
   for (const item of items) {
     const size = sizeOf(item);
-    if (current.length === MAX_ENTRIES || (current.length > 0 && bytes + size > MAX_BATCH_BYTES)) {
+    const key = keyOf?.(item);
+    const full = current.length === MAX_ENTRIES || bytes + size > MAX_BATCH_BYTES;
+    if (current.length > 0 && (full || (key !== undefined && keys.has(key)))) {
       groups.push(current);
       current = [];
+      keys = new Set();
       bytes = 0;
     }
     current.push(item);
+    if (key !== undefined) keys.add(key);
     bytes += size;
   }
   if (current.length > 0) groups.push(current);

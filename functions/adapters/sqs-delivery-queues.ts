@@ -1,7 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
+  type Message,
   type MessageAttributeValue,
+  ReceiveMessageCommand,
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
@@ -14,10 +17,18 @@ const MAX_ATTRIBUTES = 10;
 const MAX_DETAIL_CHARS = 1024;
 const ATTRIBUTE_ALLOWANCE_BYTES = 4 * 1024;
 
+/** ReceiveMessage calls the batch function keeps in flight while it gathers its batch. */
+const RECEIVES_IN_FLIGHT = 4;
+/** SQS's longest long poll. */
+const MAX_WAIT_SECONDS = 20;
+/** Between short polls in the window's last second, shorter than a long poll's grain. */
+const SHORT_POLL_PAUSE_MS = 100;
+
 /**
- * The batch function's own writes to SQS: dead letters (the original body and attributes plus
- * why) and visibility delays of the events queue, each in batches of 10, failed entries retried
- * once.
+ * The batch function's own calls to SQS: receiving the rest of its batch from the FIFO events
+ * queue (the event source hands it at most 10), deleting what it received itself once settled,
+ * dead letters (the original body and attributes plus why, in the record's message group) and
+ * visibility delays, each in batches of 10, failed entries retried once.
  */
 export class SqsDeliveryQueues implements DeliveryQueues {
   readonly #client: SQSClient;
@@ -44,6 +55,10 @@ export class SqsDeliveryQueues implements DeliveryQueues {
               Id: id,
               MessageBody: letter.message.body,
               MessageAttributes: deadLetterAttributes(letter),
+              // The record's group keeps a redrive in order; the message id is unique per copy,
+              // so the dead-letter queue's deduplication never swallows a letter.
+              MessageGroupId: letter.message.attributes.MessageGroupId ?? letter.message.messageId,
+              MessageDeduplicationId: letter.message.messageId,
             })),
           }),
         );
@@ -73,6 +88,79 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     );
   }
 
+  async receive(max: number, until: number, quietMs = Number.POSITIVE_INFINITY) {
+    const received: QueuedMessage[] = [];
+    let wanted = max;
+    let done = false;
+    let lastArrival = Date.now();
+    // Several receives at once: one after another, 19 of them took longer than a Mautic call.
+    const receiver = async () => {
+      while (!done && wanted > 0) {
+        const count = Math.min(10, wanted);
+        wanted -= count;
+        // A long poll only when it cannot outlast the window or the quiet time.
+        const waitMs = Math.min(until - Date.now(), quietMs - (Date.now() - lastArrival));
+        const messages = await this.#receiveOnce(count, waitMs);
+        if (messages === undefined) done = true;
+        received.push(...(messages ?? []));
+        wanted += count - (messages?.length ?? count);
+        if ((messages?.length ?? 0) > 0) lastArrival = Date.now();
+        const now = Date.now();
+        if (messages?.length === 0) {
+          // Nothing now: look again within the window, unless the queue has been quiet too long.
+          const quietLeft = quietMs - (now - lastArrival);
+          if (now >= until || quietLeft <= 0) done = true;
+          else if (until - now < 1000 || quietMs < 1000) {
+            await sleep(Math.min(SHORT_POLL_PAUSE_MS, until - now, quietLeft));
+          }
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: RECEIVES_IN_FLIGHT }, receiver));
+    return received;
+  }
+
+  /** One ReceiveMessage, a long poll for whole seconds left; undefined when the call failed. */
+  async #receiveOnce(count: number, leftMs: number): Promise<QueuedMessage[] | undefined> {
+    try {
+      const answer = await this.#client.send(
+        new ReceiveMessageCommand({
+          QueueUrl: this.#eventsQueueUrl,
+          MaxNumberOfMessages: count,
+          WaitTimeSeconds: Math.max(0, Math.min(MAX_WAIT_SECONDS, Math.floor(leftMs / 1000))),
+          MessageSystemAttributeNames: ['All'],
+          MessageAttributeNames: ['All'],
+        }),
+      );
+      return (answer.Messages ?? []).map(toQueuedMessage);
+    } catch {
+      // The messages in hand are delivered; the queue keeps the rest.
+      return undefined;
+    }
+  }
+
+  remove(messages: ReadonlyArray<QueuedMessage>): Promise<string[]> {
+    // All at once: deletes have no order, and they stand between one batch and the next.
+    return this.#inBatches(
+      messages,
+      (message) => message.messageId,
+      () => 0,
+      async (entries) => {
+        const answer = await this.#client.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: this.#eventsQueueUrl,
+            Entries: entries.map(([id, message]) => ({
+              Id: id,
+              ReceiptHandle: message.receiptHandle,
+            })),
+          }),
+        );
+        return notListed(entries, answer.Successful);
+      },
+      true,
+    );
+  }
+
   /**
    * Runs `send` over groups of at most 10 entries and 1 MiB, with ids local to the group;
    * entries that fail are tried once more. Resolves the message ids that still failed (a whole
@@ -83,9 +171,9 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     messageIdOf: (item: T) => string,
     sizeOf: (item: T) => number,
     send: (entries: Array<[string, T]>) => Promise<string[]>,
+    concurrently = false,
   ): Promise<string[]> {
-    const failed: string[] = [];
-    for (const group of groupsOf(items, sizeOf)) {
+    const sendGroup = async (group: T[]): Promise<string[]> => {
       let entries = group.map((item, index): [string, T] => [String(index), item]);
       for (let attempt = 1; attempt <= 2 && entries.length > 0; attempt++) {
         let failedIds: string[];
@@ -97,8 +185,13 @@ export class SqsDeliveryQueues implements DeliveryQueues {
         entries = entries.filter(([id]) => failedIds.includes(id));
         if (entries.length > 0 && attempt === 1) await sleep(100);
       }
-      failed.push(...entries.map(([, item]) => messageIdOf(item)));
-    }
+      return entries.map(([, item]) => messageIdOf(item));
+    };
+    const groups = groupsOf(items, sizeOf);
+    if (concurrently) return (await Promise.all(groups.map(sendGroup))).flat();
+    const failed: string[] = [];
+    // One after another: the dead letters of one record keep their order in the queue.
+    for (const group of groups) failed.push(...(await sendGroup(group)));
     return failed;
   }
 }
@@ -135,4 +228,25 @@ function deadLetterAttributes(letter: DeadLetter): Record<string, MessageAttribu
     attributes['relay.firstReceivedAt'] = text(new Date(firstReceived).toISOString());
   }
   return attributes;
+}
+
+/** A received message in the shape the event source hands over (Lambda's SQSRecord fits). */
+function toQueuedMessage(message: Message): QueuedMessage {
+  const messageAttributes: QueuedMessage['messageAttributes'] = {};
+  for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
+    messageAttributes[name] = {
+      dataType: value.DataType ?? 'String',
+      ...(value.StringValue === undefined ? {} : { stringValue: value.StringValue }),
+      ...(value.BinaryValue === undefined
+        ? {}
+        : { binaryValue: Buffer.from(value.BinaryValue).toString('base64') }),
+    };
+  }
+  return {
+    messageId: message.MessageId ?? '',
+    receiptHandle: message.ReceiptHandle ?? '',
+    body: message.Body ?? '',
+    attributes: { ...message.Attributes },
+    messageAttributes,
+  };
 }

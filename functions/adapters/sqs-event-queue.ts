@@ -7,15 +7,21 @@ import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 /** SendMessageBatch calls one request keeps in flight at once. */
-const GROUPS_IN_FLIGHT = 8;
+const BATCHES_IN_FLIGHT = 8;
 
 /**
- * Queues one SQS message per event with SendMessageBatch, in groups within SQS's limits.
- * SendMessageBatch answers 200 even when entries failed, so `Failed[]` is read and those entries
- * (or a whole group whose call threw) are retried with backoff; if any still fail the whole
- * request fails with `QueueUnavailableError`, for the sender to retry. Groups are sent
- * concurrently (bounded), so some may be queued when the request fails, as could already happen
- * when a later group failed: the contract's retry of the whole request covers both.
+ * Queues one SQS message per event with SendMessageBatch, in batches within SQS's limits, on a
+ * FIFO queue whose message groups are records. SendMessageBatch answers 200 even when entries
+ * failed, so `Failed[]` is read and those entries (or a whole batch whose call threw) are retried
+ * with backoff; if any still fail the whole request fails with `QueueUnavailableError`, for the
+ * sender to retry. Batches go out concurrently (bounded), so some may be queued when the request
+ * fails, as could already happen when a later batch failed: the contract's retry of the whole
+ * request covers both.
+ *
+ * A record's events keep their order (contract §2): a batch holds at most one event of a record,
+ * so an entry retried alone cannot fall behind a later event of its record that succeeded; and a
+ * batch waits for every earlier batch with an event of one of its records, and is not sent at all
+ * when one of those failed.
  */
 export class SqsEventQueue implements EventQueue {
   readonly #client: SQSClient;
@@ -27,24 +33,35 @@ export class SqsEventQueue implements EventQueue {
   }
 
   async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
-    const groups = groupsOf(messages, (message) => Buffer.byteLength(message.body));
+    const batches = groupsOf(
+      messages,
+      (message) => Buffer.byteLength(message.body),
+      (message) => message.groupId,
+    );
+    const after = earlierBatchesOfTheirRecords(batches);
     const last: FailureReason = {};
-    // The groups go out GROUPS_IN_FLIGHT at a time: one after another, a 500-event request
-    // waited 50 round trips. A group that cannot be queued fails the request only once every
-    // group in flight settled, so no call is left running after the answer.
+    const sent: Array<Promise<void>> = [];
+    // BATCHES_IN_FLIGHT at a time: one after another, a 500-event request waited 50 round trips.
+    // A batch that cannot be queued fails the request only once every batch in flight settled,
+    // so no call is left running after the answer.
     let next = 0;
     let failure: unknown;
     const worker = async () => {
-      while (failure === undefined && next < groups.length) {
-        const group = groups[next++] as OutgoingMessage[];
+      while (failure === undefined && next < batches.length) {
+        const index = next++;
+        sent[index] = (async () => {
+          await Promise.allSettled((after[index] ?? []).map((earlier) => sent[earlier]));
+          if (failure !== undefined) return;
+          await this.#enqueueGroup(batches[index] as OutgoingMessage[], messages.length, last);
+        })();
         try {
-          await this.#enqueueGroup(group, messages.length, last);
+          await sent[index];
         } catch (error) {
           failure ??= error;
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(GROUPS_IN_FLIGHT, groups.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(BATCHES_IN_FLIGHT, batches.length) }, worker));
     if (failure !== undefined) throw failure;
   }
 
@@ -81,7 +98,12 @@ export class SqsEventQueue implements EventQueue {
       const answer = await this.#client.send(
         new SendMessageBatchCommand({
           QueueUrl: this.#queueUrl,
-          Entries: entries.map(([id, message]) => ({ Id: id, MessageBody: message.body })),
+          Entries: entries.map(([id, message]) => ({
+            Id: id,
+            MessageBody: message.body,
+            MessageGroupId: message.groupId,
+            MessageDeduplicationId: message.deduplicationId,
+          })),
         }),
       );
       // SQS blames the message itself: sending it again cannot help.
@@ -111,4 +133,18 @@ export class SqsEventQueue implements EventQueue {
 interface FailureReason {
   error?: string | undefined;
   code?: string | undefined;
+}
+
+/** For each batch, the earlier batches that hold an event of one of its records. */
+function earlierBatchesOfTheirRecords(batches: ReadonlyArray<ReadonlyArray<OutgoingMessage>>) {
+  const lastBatchOf = new Map<string, number>();
+  return batches.map((batch, index) => {
+    const earlier = new Set<number>();
+    for (const { groupId } of batch) {
+      const last = lastBatchOf.get(groupId);
+      if (last !== undefined) earlier.add(last);
+      lastBatchOf.set(groupId, index);
+    }
+    return [...earlier];
+  });
 }

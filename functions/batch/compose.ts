@@ -11,6 +11,7 @@ import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery.ts';
 import { MauticApiClient } from '../core/mautic-api.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
+import { TOKEN_POLL } from '../core/retry-policy.ts';
 import { WaitingTokenSource } from '../core/token-wait.ts';
 import type { BatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
@@ -55,7 +56,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       sleep,
       logger: edges.logger,
       // Delivery always says how long; this is for any other caller.
-      defaultWaitMs: 10_000,
+      defaultWaitMs: TOKEN_POLL.defaultWaitMs,
     }),
     queues: new SqsDeliveryQueues(edges.sqs, config),
     retry: config.retry,
@@ -71,6 +72,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       batchSize: config.batchSize,
       concurrency: config.deliveryConcurrency,
       maxDelaySeconds: config.maxDelaySeconds,
+      batchWindowMs: config.batchWindowSeconds * 1000,
     },
   });
   return middy<SQSEvent, SQSBatchResponse, Error, Context>(handler)

@@ -1,8 +1,8 @@
-import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
 import { type DeliveryDeps, type DeliveryOptions, deliverChunks } from '../core/delivery.ts';
 import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
-import type { DeadLetter, DeliveryQueues } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';
 
 /** Everything the batch handler talks to; `compose.ts` builds the real ones. */
@@ -12,6 +12,8 @@ export interface BatchHandlerDeps extends DeliveryDeps {
   options: DeliveryOptions & {
     /** Longest visibility delay after a 429 (SQS allows 12 hours). */
     maxDelaySeconds: number;
+    /** How long the function gathers more messages itself before delivering. */
+    batchWindowMs: number;
   };
 }
 
@@ -21,10 +23,17 @@ export type BatchHandler = (
 ) => Promise<SQSBatchResponse>;
 
 /**
- * The SQS-triggered batch function: reads the messages, plans the Mautic calls, delivers them,
- * dead-letters what Mautic refused for good, delays what hit the rate limit, and reports every
- * other failure by message id in `batchItemFailures`. Nothing is acknowledged that was not
- * delivered or dead-lettered.
+ * The SQS-triggered batch function. The event source hands it at most 10 messages from the FIFO
+ * queue; it receives the rest of its batch itself, up to `batchSize` within the batch window,
+ * plans the Mautic calls, delivers them, dead-letters what Mautic refused for good, delays what
+ * is retried, and settles every message: the event source's own through `batchItemFailures` (by
+ * message id), the ones it received itself by deleting them once delivered or dead-lettered.
+ * Nothing is acknowledged that was not delivered or dead-lettered.
+ *
+ * While a backlog lasts (the last batch was full) and the first half of the invocation's time
+ * has not passed, it gathers its next batch during this one's delivery and goes on with it, so
+ * that receiving costs no time of its own. The FIFO queue hands out no message of a record
+ * whose earlier message is in flight, so the next batch never overtakes this one's records.
  *
  * It builds the partial batch response itself rather than with Powertools'
  * `processPartialResponse`, which handles records one by one: here the unit of work is the
@@ -32,32 +41,112 @@ export type BatchHandler = (
  */
 export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
   return async (event, context) => {
-    const { deadline, options, signal } = timing(context.getRemainingTimeInMillis(), deps);
-    const read = readMessages(event.Records, deps.retry.maxReceiveCount);
-    // Letters that need no delivery go first: should this invocation die during delivery, a
-    // message on its last allowed receive is already dead-lettered with its reason, not moved
-    // by the queue without one.
-    const early = await deadLetter(read.unreadable, deps);
-    const outcomes = await deliverChunks(
-      planBatches(read.incoming, options.batchSize),
-      deadline,
-      deps,
-      options,
-      signal,
-    );
-    const settled = settleBatch(event.Records, { ...read, unreadable: [] }, outcomes, {
-      now: deps.clock.now(),
-      maxDelaySeconds: options.maxDelaySeconds,
-      policy: deps.retry,
-      random: deps.random,
-    });
-    const notDeadLettered = [...early, ...(await deadLetter(settled.deadLetters, deps))];
-    await delay(settled, deps);
-    const failures = [...settled.retry.map((record) => record.messageId), ...notDeadLettered];
-    const letters = read.unreadable.length + settled.deadLetters.length;
-    report(settled, letters - notDeadLettered.length, failures.length, deps);
+    const remainingMs = context.getRemainingTimeInMillis();
+    const run = { ...timing(remainingMs, deps), goOnUntil: deps.clock.now() + remainingMs / 2 };
+    const handed = new Set(event.Records.map((record) => record.messageId));
+    const own = (messages: QueuedMessage[]) => messages.filter((m) => !handed.has(m.messageId));
+    const failures: string[] = [];
+    const removals: Array<Promise<void>> = [];
+    let batch: QueuedMessage[] = [
+      ...event.Records,
+      ...(await gather(run.options.batchSize - event.Records.length, run, deps)),
+    ];
+    for (;;) {
+      const goOn = batch.length >= run.options.batchSize && deps.clock.now() < run.goOnUntil;
+      // Only what the backlog has now: waiting out a window here would hold the handed
+      // messages, and so their records, until the invocation ends.
+      const next =
+        goOn && !run.signal.aborted ? gather(run.options.batchSize, run, deps, 0) : undefined;
+      const unsettled = await deliverBatch(batch, run, deps);
+      failures.push(...[...handed].filter((messageId) => unsettled.has(messageId)));
+      // Deleted while the next batch is delivered: none of its records is in the next batch,
+      // whose messages the queue could not hand out while these were in flight.
+      removals.push(removeSettled(own(batch), unsettled, deps));
+      batch = next === undefined ? [] : await next;
+      if (batch.length === 0) break;
+    }
+    await Promise.all(removals);
     return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })) };
   };
+}
+
+type Run = ReturnType<typeof timing>;
+
+/**
+ * Delivers one batch and settles it: dead letters sent, retried messages delayed. Answers the
+ * message ids that are not settled (left to the queue, or whose dead letter could not be sent).
+ */
+async function deliverBatch(
+  messages: QueuedMessage[],
+  { deadline, options, signal }: Run,
+  deps: BatchHandlerDeps,
+): Promise<Set<string>> {
+  const read = readMessages(messages, deps.retry.maxReceiveCount);
+  // Letters that need no delivery go first: should this invocation die during delivery, a
+  // message on its last allowed receive is already dead-lettered with its reason, not moved
+  // by the queue without one.
+  const early = await deadLetter(read.unreadable, deps);
+  const outcomes = await deliverChunks(
+    planBatches(read.incoming, options.batchSize),
+    deadline,
+    deps,
+    options,
+    signal,
+  );
+  const settled = settleBatch(messages, { ...read, unreadable: [] }, outcomes, {
+    now: deps.clock.now(),
+    maxDelaySeconds: options.maxDelaySeconds,
+    policy: deps.retry,
+    random: deps.random,
+  });
+  const notDeadLettered = [...early, ...(await deadLetter(settled.deadLetters, deps))];
+  await delay(settled, deps);
+  const unsettled = new Set([...settled.retry.map((m) => m.messageId), ...notDeadLettered]);
+  const letters = read.unreadable.length + settled.deadLetters.length;
+  report(settled, letters - notDeadLettered.length, unsettled.size, deps);
+  return unsettled;
+}
+
+/**
+ * Gathering ends when the queue has been quiet this long, before the window does: a sender's
+ * request lands within it, and a drained backlog's last messages go out without waiting.
+ */
+const GATHER_QUIET_MS = 50;
+
+/**
+ * Messages the function receives itself: up to `wanted`, within the batch window (at most a
+ * quarter of the time left, so delivery keeps the rest).
+ */
+async function gather(
+  wanted: number,
+  { deadline, options }: Run,
+  deps: BatchHandlerDeps,
+  batchWindowMs = options.batchWindowMs,
+) {
+  if (wanted <= 0) return [];
+  const now = deps.clock.now();
+  const windowMs = Math.min(batchWindowMs, Math.floor((deadline - now) / 4));
+  return deps.queues.receive(wanted, now + windowMs, GATHER_QUIET_MS);
+}
+
+/** Deletes the messages the function received itself that are settled (delivered or dead-lettered). */
+async function removeSettled(
+  own: ReadonlyArray<QueuedMessage>,
+  unsettled: ReadonlySet<string>,
+  { queues, logger }: BatchHandlerDeps,
+): Promise<void> {
+  const settled = own.filter((message) => !unsettled.has(message.messageId));
+  if (settled.length === 0) return;
+  const failed = await queues
+    .remove(settled)
+    .catch(() => settled.map((message) => message.messageId));
+  if (failed.length > 0) {
+    // They come back after the visibility timeout and are delivered again: at least once.
+    logger.warn('Could not delete delivered events; they return after the visibility timeout', {
+      event: 'delete_failed',
+      count: failed.length,
+    });
+  }
 }
 
 /** The run's deadline and how close to it calls may go. */
@@ -77,7 +166,7 @@ function timing(remainingMs: number, deps: BatchHandlerDeps) {
 
 /** Sends the dead letters; answers the message ids that could not be sent (they stay queued). */
 async function deadLetter(
-  letters: ReadonlyArray<DeadLetter & { message: SQSRecord }>,
+  letters: ReadonlyArray<DeadLetter & { message: QueuedMessage }>,
   { queues, logger }: BatchHandlerDeps,
 ): Promise<string[]> {
   if (letters.length === 0) return [];
@@ -109,7 +198,7 @@ async function deadLetter(
  * failure that is not the event's own spends time, not receives. A delay that cannot be set
  * leaves the queue's own visibility timeout.
  */
-async function delay(settled: Settlement<SQSRecord>, { queues, logger }: BatchHandlerDeps) {
+async function delay(settled: Settlement<QueuedMessage>, { queues, logger }: BatchHandlerDeps) {
   for (const { seconds, messages } of settled.delays) {
     const failed = await queues
       .delay(messages, seconds)
@@ -124,7 +213,7 @@ async function delay(settled: Settlement<SQSRecord>, { queues, logger }: BatchHa
 }
 
 function report(
-  settled: Settlement<SQSRecord>,
+  settled: Settlement<QueuedMessage>,
   deadLettered: number,
   failures: number,
   { logger, metrics }: BatchHandlerDeps,

@@ -1,5 +1,5 @@
 import { type MergeState, mergeEvents, mergeStateOf } from './event-merge.ts';
-import type { Action, QueuedEvent } from './events.ts';
+import { type Action, type QueuedEvent, recordKey } from './events.ts';
 
 /** One queued event and the SQS message that carried it. */
 export interface IncomingEvent {
@@ -234,19 +234,13 @@ class EntityPlanner {
 }
 
 function recordOf(event: QueuedEvent): RecordRef {
-  if (event.action === 'create') {
-    const email = event.entity === 'contacts' ? event.data?.email : undefined;
-    return {
-      entity: event.entity,
-      action: 'create',
-      key: typeof email === 'string' ? `email ${email.trim().toLowerCase()}` : undefined,
-      barrier: false,
-    };
-  }
+  const key = recordKey(event);
+  if (event.action === 'create')
+    return { entity: event.entity, action: 'create', key, barrier: false };
   return {
     entity: event.entity,
     action: event.action,
-    key: event.id === undefined ? undefined : `id ${event.id}`,
+    key,
     barrier:
       event.entity === 'contacts' &&
       event.action === 'edit' &&

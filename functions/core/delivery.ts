@@ -4,6 +4,7 @@ import {
   type CallSituation,
   decideAfterFailure,
   decideItem,
+  heldBehind,
   isUnexpected,
   type MessageOutcome,
   NO_TOKEN,
@@ -141,16 +142,7 @@ class DeliveryRun {
   #blocked(item: PlannedItem): boolean {
     const blockers = this.#waiting.filter((earlier) => mustFollow(item.record, earlier.record));
     if (blockers.length === 0) return false;
-    // Not back before what it waits for (e.g. a rate-limited event), as far as the queue allows,
-    // and with the failure it waits behind, for the dead letter if the horizon runs out.
-    const notBefore = Math.max(...blockers.map((blocker) => blocker.outcome.notBefore ?? 0));
-    const first = blockers[0]?.outcome;
-    this.#settle([item], {
-      kind: 'retry',
-      reason: 'earlier_event_pending',
-      ...(notBefore > 0 ? { notBefore } : {}),
-      message: `An earlier event of the same record went back to the queue (${first?.reason}${first?.message ? `: ${first.message}` : ''})`,
-    });
+    this.#settle([item], heldBehind(blockers.map((blocker) => blocker.outcome)));
     return true;
   }
 

@@ -83,3 +83,18 @@ export function describeIssues(error: z.ZodError): string {
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(event)'}: ${issue.message}`)
     .join('; ');
 }
+
+/**
+ * The reference by which an event names its record, as far as the relay can tell without asking
+ * Mautic: `email <address>` for a contact create (Mautic upserts contacts by email), `id <n>` for
+ * an edit or delete, and undefined for a create that always makes a new record. Events of one
+ * entity with the same reference keep their arrival order: across batches through the queue's
+ * message group (`queueMessageFor`), within a batch through the planner.
+ */
+export function recordKey(event: Pick<QueuedEvent, 'entity' | 'action' | 'data' | 'id'>) {
+  if (event.action === 'create') {
+    const email = event.entity === 'contacts' ? event.data?.email : undefined;
+    return typeof email === 'string' ? `email ${email.trim().toLowerCase()}` : undefined;
+  }
+  return event.id === undefined ? undefined : `id ${event.id}`;
+}

@@ -84,7 +84,7 @@ export type Decision =
     };
 
 /** The items' outcome when the access token cannot be had before the deadline. */
-export const NO_TOKEN: MessageOutcome = { kind: 'retry', reason: 'no_token' };
+export const NO_TOKEN: MessageOutcome = Object.freeze({ kind: 'retry', reason: 'no_token' });
 
 /**
  * Decides what follows a failed Mautic call.
@@ -285,6 +285,25 @@ function itemOutcome(result: ItemResult | undefined): MessageOutcome {
     };
   }
   return { kind: 'retry', reason: `mautic_item_${result.status}` };
+}
+
+/**
+ * The outcome of an item that must follow items left to the queue (order per record): back to
+ * the queue too, untried, not before what it waits for (e.g. a rate-limited event), and with the
+ * failure it waits behind, for the dead letter should the horizon run out.
+ */
+export function heldBehind(
+  blockers: ReadonlyArray<MessageOutcome & { kind: 'retry' }>,
+): MessageOutcome {
+  const notBefore = Math.max(0, ...blockers.map((blocker) => blocker.notBefore ?? 0));
+  const first = blockers[0];
+  const why = first ? `${first.reason}${first.message ? `: ${first.message}` : ''}` : 'unknown';
+  return {
+    kind: 'retry',
+    reason: 'earlier_event_pending',
+    ...(notBefore > 0 ? { notBefore } : {}),
+    message: `An earlier event of the same record went back to the queue (${why})`,
+  };
 }
 
 /**

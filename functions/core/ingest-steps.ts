@@ -3,16 +3,18 @@
  * `IngestRefusal` with the answer (contract §1). `acceptEvents` (ingest.ts) runs them in order;
  * another kind of endpoint runs the same steps with one swapped, e.g. its own authenticate.
  */
+import { createHash } from 'node:crypto';
 import { IngestRefusal, type RefusalDetail } from './errors.ts';
 import {
   ENTITY_PATTERN,
   type QueuedEvent,
   queuedEventSchema,
   type RelayEvent,
+  recordKey,
   relayEventSchema,
 } from './events.ts';
-import type { IngestCredentials, OutgoingMessage } from './ports.ts';
-import type { AuthenticatedSender } from './request-identity.ts';
+import type { IngestCredentials, OutgoingMessage, RequestIdentity } from './ports.ts';
+import { requestIdentity } from './request-identity.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
 /** A request as the ingest sees it: raw body bytes and lower-cased header names. */
@@ -39,10 +41,43 @@ export interface IngestLimits {
   entities: ReadonlySet<string>;
 }
 
-/** Who sent a request: a name for the envelope, and what identifies its requests. */
+/** Who sent a request, as the authenticate step found: what the later steps need of it. */
 export interface Sender {
+  /** The sender's name in the envelope, e.g. `webhook#1`. */
   name: string;
-  auth: AuthenticatedSender;
+  /**
+   * The request's identity for de-duplication (contract §1.3); undefined: it has none. A
+   * function: it hashes the body, which only a relay with a de-duplication store needs.
+   */
+  identity: () => RequestIdentity | undefined;
+  /** Event ids the sender did not give are `${eventIdBase}:${index}`, or new ids when unset. */
+  eventIdBase?: string | undefined;
+}
+
+/**
+ * The steps that tell one kind of endpoint from another: who sent the request, and which events
+ * it carries. The rest of the pipeline (`acceptWith` in ingest.ts) is the same for every kind.
+ */
+export interface IngestEndpoint {
+  /** Throws a 401 refusal when the request is not from a sender this endpoint knows. */
+  authenticate(request: IngestRequest): Promise<Sender>;
+  /** Throws a 400 or 422 refusal when the body is not events. */
+  events(request: IngestRequest): RelayEvent[];
+}
+
+/** POST /events: senders sign with Standard Webhooks or use an API key; the body is events. */
+export function eventsEndpoint(deps: {
+  credentials: () => Promise<IngestCredentials>;
+  clock: { now(): number };
+  limits: IngestLimits;
+}): IngestEndpoint {
+  return {
+    authenticate: async (request) => {
+      const credentials = await deps.credentials();
+      return authenticate(request, credentials, Math.floor(deps.clock.now() / 1000));
+    },
+    events: (request) => validateEvents(parseBody(request.body), deps.limits),
+  };
 }
 
 /** Nesting deeper than this is refused: re-serialising it could exhaust the stack. */
@@ -80,7 +115,7 @@ export function checkContentType(headers: IngestRequest['headers']): void {
 }
 
 /** Authentication: a Standard Webhooks signature, or an API key; 401 for neither. */
-export function authenticate(
+function authenticate(
   request: IngestRequest,
   credentials: IngestCredentials,
   nowSeconds: number,
@@ -88,12 +123,23 @@ export function authenticate(
   const { headers, body } = request;
   const webhook = webhookHeaders(headers);
   const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
-  if (keyIndex !== -1 && webhook.id !== undefined)
-    return { name: `webhook#${keyIndex + 1}`, auth: { kind: 'webhook', webhookId: webhook.id } };
+  const webhookId = webhook.id;
+  if (keyIndex !== -1 && webhookId !== undefined) {
+    return {
+      name: `webhook#${keyIndex + 1}`,
+      identity: () => requestIdentity({ kind: 'webhook', webhookId }, undefined, body),
+      eventIdBase: webhookId,
+    };
+  }
   const apiKeyIndex = verifyApiKey(headers.authorization, credentials.apiKeyDigests);
   const keyDigest = credentials.apiKeyDigests[apiKeyIndex];
-  if (keyDigest !== undefined)
-    return { name: `api-key#${apiKeyIndex + 1}`, auth: { kind: 'api-key', keyDigest } };
+  if (keyDigest !== undefined) {
+    return {
+      name: `api-key#${apiKeyIndex + 1}`,
+      identity: () =>
+        requestIdentity({ kind: 'api-key', keyDigest }, headers['idempotency-key'], body),
+    };
+  }
   throw new IngestRefusal(401, 'unauthorized', 'Authentication failed.');
 }
 
@@ -190,12 +236,12 @@ export function envelope(
   now: number,
   newId: () => string,
 ): QueuedEvent[] {
-  const webhookId = sender.auth.kind === 'webhook' ? sender.auth.webhookId : undefined;
+  const base = sender.eventIdBase;
   const receivedAt = new Date(now).toISOString();
   const queued = events.map(
     (event, index): QueuedEvent => ({
       v: 1,
-      eventId: event.eventId ?? (webhookId ? `${webhookId}:${index}` : newId()),
+      eventId: event.eventId ?? (base ? `${base}:${index}` : newId()),
       receivedAt,
       sender: sender.name,
       entity: event.entity,
@@ -220,7 +266,7 @@ export function envelope(
 
 /** Size per message: one queue message per event; 413 when an event is larger than one holds. */
 export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[] {
-  const messages = queued.map((event) => ({ eventId: event.eventId, body: toQueueBody(event) }));
+  const messages = queued.map((event, index) => queueMessageFor(event, index));
   const tooLarge = messages.findIndex(
     (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,
   );
@@ -232,6 +278,26 @@ export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[
     );
   }
   return messages;
+}
+
+/**
+ * The queue message for an event (contract §2, order per record). Its message group is its
+ * record (`recordKey`), hashed to fit SQS's 128 characters, so a FIFO queue hands a record's
+ * events out in arrival order and none while one is in flight; a create that always makes a new
+ * record has a group of its own. The deduplication id is unique per event of one request
+ * (`index` is its position), so a send retried within the request queues it once, and a request
+ * the sender sends again is queued again, as without a FIFO queue.
+ */
+export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMessage {
+  const record = recordKey(event) ?? `event ${event.sender} ${event.eventId}`;
+  return {
+    eventId: event.eventId,
+    body: toQueueBody(event),
+    groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
+    deduplicationId: createHash('sha256')
+      .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}`)
+      .digest('hex'),
+  };
 }
 
 /**

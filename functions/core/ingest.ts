@@ -1,17 +1,16 @@
 import { IngestRefusal, QueueUnavailableError } from './errors.ts';
 import {
-  authenticate,
   checkContentType,
   checkSize,
   envelope,
+  eventsEndpoint,
+  type IngestEndpoint,
   type IngestLimits,
   type IngestRequest,
   type IngestResponse,
-  parseBody,
   refusalResponse,
   type Sender,
   toMessages,
-  validateEvents,
 } from './ingest-steps.ts';
 import type {
   Clock,
@@ -21,7 +20,6 @@ import type {
   OutgoingMessage,
   RequestLedger,
 } from './ports.ts';
-import { requestIdentity } from './request-identity.ts';
 
 export interface IngestDeps {
   credentials: () => Promise<IngestCredentials>;
@@ -35,22 +33,29 @@ export interface IngestDeps {
 }
 
 /**
- * Accepts one POST /events request (contract §1) through the ingest's steps, in the contract's
- * order (`ingest-steps.ts`), then queues one message per event once per request id. Bad input
- * never reaches the de-duplication store, and only a 202 is remembered. It never answers 5xx for
- * bad input: every input problem has its 4xx.
+ * Accepts one POST /events request (contract §1): `acceptWith` the events endpoint's steps.
  */
-export async function acceptEvents(
+export function acceptEvents(request: IngestRequest, deps: IngestDeps): Promise<IngestResponse> {
+  return acceptWith(eventsEndpoint(deps), request, deps);
+}
+
+/**
+ * Runs an ingest endpoint's pipeline, in the contract's order (§1.5): size, content type, the
+ * endpoint's authenticate and events steps, envelopes, size per message, then one enqueue per
+ * request identity. Bad input never reaches the de-duplication store, and only a 202 is
+ * remembered. It never answers 5xx for bad input: every input problem has its 4xx.
+ */
+export async function acceptWith(
+  endpoint: IngestEndpoint,
   request: IngestRequest,
   deps: IngestDeps,
 ): Promise<IngestResponse> {
   try {
     checkSize(request.body, deps.limits);
     checkContentType(request.headers);
-    const now = deps.clock.now();
-    const sender = authenticate(request, await deps.credentials(), Math.floor(now / 1000));
-    const events = validateEvents(parseBody(request.body), deps.limits);
-    const messages = toMessages(envelope(events, sender, now, deps.newId));
+    const sender = await endpoint.authenticate(request);
+    const events = endpoint.events(request);
+    const messages = toMessages(envelope(events, sender, deps.clock.now(), deps.newId));
     return await enqueueOnce(request, sender, messages, deps);
   } catch (error) {
     if (error instanceof IngestRefusal) return refusalResponse(error);
@@ -70,8 +75,7 @@ async function enqueueOnce(
   deps: IngestDeps,
 ): Promise<IngestResponse> {
   const { ledger } = deps;
-  const identity =
-    ledger && requestIdentity(sender.auth, request.headers['idempotency-key'], request.body);
+  const identity = ledger && sender.identity();
   if (ledger === undefined || identity === undefined) return enqueue(request, messages, deps);
   const outcome = await ledger.once(
     identity,

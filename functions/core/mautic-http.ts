@@ -69,17 +69,8 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
       const timeout = AbortSignal.timeout(timeoutMs);
       const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
       const url = `${baseUrl}${path}${query ? `?${query}` : ''}`;
-      // `sent`: whether the request may have reached Mautic. Node's fetch does not say whether
-      // the request had left when a call times out or is aborted, so those count as sent; only
-      // a failure to connect at all is certainly not.
-      const failed = (error: unknown, sent: boolean): MauticTransientError => {
-        let kind: 'aborted' | 'timeout' | 'network' = 'network';
-        if (signal?.aborted) kind = 'aborted';
-        else if (timeout.aborted) kind = 'timeout';
-        const possiblyApplied = sent && (kind !== 'network' || !failedToConnect(error));
-        // The foreign error is kept as the cause; Node's fetch errors carry no request headers.
-        return new MauticTransientError({ method, path, kind, possiblyApplied }, { cause: error });
-      };
+      const failed = (error: unknown, sent: boolean) =>
+        transportFailure(error, sent, { method, path, signal, timeout });
       if (signal?.aborted) throw failed(signal.reason, false);
 
       let response: Response;
@@ -113,6 +104,25 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
       return answerOf(response, new TextDecoder().decode(bytes));
     },
   };
+}
+
+/**
+ * A call that got no whole answer. `sent`: whether the request may have reached Mautic. Node's
+ * fetch does not say whether the request had left when a call times out or is aborted, so those
+ * count as sent; only a failure to connect at all is certainly not.
+ */
+function transportFailure(
+  error: unknown,
+  sent: boolean,
+  call: { method: string; path: string; signal: AbortSignal | undefined; timeout: AbortSignal },
+): MauticTransientError {
+  const { method, path } = call;
+  let kind: 'aborted' | 'timeout' | 'network' = 'network';
+  if (call.signal?.aborted) kind = 'aborted';
+  else if (call.timeout.aborted) kind = 'timeout';
+  const possiblyApplied = sent && (kind !== 'network' || !failedToConnect(error));
+  // The foreign error is kept as the cause; Node's fetch errors carry no request headers.
+  return new MauticTransientError({ method, path, kind, possiblyApplied }, { cause: error });
 }
 
 /**

@@ -163,10 +163,14 @@ export interface IngestCredentials {
 
 // --- queues ---------------------------------------------------------------------------------
 
-/** One queue message: a queued event, serialised. */
+/** One queue message: a queued event, serialised, with its FIFO group and deduplication id. */
 export interface OutgoingMessage {
   eventId: string;
   body: string;
+  /** The record's message group: the queue hands a group's messages out in order, one at a time. */
+  groupId: string;
+  /** Unique per message of one request: a send SQS is asked to repeat queues it once. */
+  deduplicationId: string;
 }
 
 /** Where accepted events go; it resolves only when every message is durably queued. */
@@ -182,6 +186,8 @@ export interface QueuedMessage {
   attributes: {
     ApproximateFirstReceiveTimestamp?: string | undefined;
     ApproximateReceiveCount?: string | undefined;
+    /** The record's message group (FIFO queue). */
+    MessageGroupId?: string | undefined;
   };
   messageAttributes: Record<
     string,
@@ -207,6 +213,15 @@ export interface DeliveryQueues {
   deadLetter(letters: ReadonlyArray<DeadLetter>): Promise<string[]>;
   /** Hides the messages for `seconds` more; resolves the message ids whose delay failed. */
   delay(messages: ReadonlyArray<QueuedMessage>, seconds: number): Promise<string[]>;
+  /**
+   * Receives up to `max` more messages of the events queue, 10 per call, until `max` are held,
+   * `until` (epoch ms) has passed, or no message came for `quietMs`; never waits past either.
+   * Resolves what it received (a failed call ends the receiving, it is not an error: the
+   * messages in hand are delivered).
+   */
+  receive(max: number, until: number, quietMs?: number): Promise<QueuedMessage[]>;
+  /** Deletes messages this function received itself; resolves the message ids not deleted. */
+  remove(messages: ReadonlyArray<QueuedMessage>): Promise<string[]>;
 }
 
 // --- observability --------------------------------------------------------------------------

@@ -39,8 +39,16 @@ export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
   defaultRateLimitDelayMs: 60_000,
 });
 
-/** Pauses between polls of the token secret while the refresher renews the token. */
-export const TOKEN_POLL = Object.freeze({ startMs: 250, maxMs: 2_000 });
+/**
+ * Waiting for a token from the refresher: pauses between polls of the token secret (doubling
+ * from `startMs` to `maxMs`), and how long a caller that names no deadline waits.
+ */
+export const TOKEN_POLL = Object.freeze({ startMs: 250, maxMs: 2_000, defaultWaitMs: 10_000 });
+
+/** The pause before the next poll of the token secret: the last one doubled, at most `maxMs`. */
+export function nextPollPauseMs(pause: number, maxMs: number = TOKEN_POLL.maxMs): number {
+  return Math.min(pause * 2, maxMs);
+}
 
 /** Pauses before each new try of SendMessageBatch entries SQS refused; then the request fails. */
 export const ENQUEUE_RETRY_DELAYS_MS: ReadonlyArray<number> = Object.freeze([50, 200, 800]);

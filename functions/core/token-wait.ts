@@ -1,4 +1,4 @@
-import { TokenUnavailableError } from './errors.ts';
+import { describeError, TokenUnavailableError } from './errors.ts';
 import type {
   Clock,
   Logger,
@@ -7,7 +7,7 @@ import type {
   TokenReader,
   TokenSource,
 } from './ports.ts';
-import { TOKEN_POLL } from './retry-policy.ts';
+import { nextPollPauseMs, TOKEN_POLL } from './retry-policy.ts';
 import type { TokenSecret } from './token-secret.ts';
 
 export interface WaitingTokenSourceDeps {
@@ -103,7 +103,7 @@ export class WaitingTokenSource implements TokenSource {
       } catch (error) {
         logger.warn('Could not run the token refresher; polling the token secret', {
           event: 'refresher_unreachable',
-          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          error: describeError(error),
         });
       }
       const token = await this.#newer(stale);
@@ -118,7 +118,7 @@ export class WaitingTokenSource implements TokenSource {
       const nap = Math.min(pause, waitUntil - clock.now());
       if (nap <= 0) break;
       await this.#deps.sleep(nap);
-      pause = Math.min(pause * 2, this.#deps.pollMaxMs ?? TOKEN_POLL.maxMs);
+      pause = nextPollPauseMs(pause, this.#deps.pollMaxMs);
     }
     logger.warn('No usable Mautic access token arrived in time; the events go back to the queue', {
       event: 'no_token',

@@ -11,6 +11,7 @@ export const ENV = {
   DEAD_LETTER_QUEUE_URL: 'DEAD_LETTER_QUEUE_URL',
   REFRESH_FUNCTION_NAME: 'REFRESH_FUNCTION_NAME',
   BATCH_SIZE: 'BATCH_SIZE',
+  BATCH_WINDOW_SECONDS: 'BATCH_WINDOW_SECONDS',
   DELIVERY_CONCURRENCY: 'DELIVERY_CONCURRENCY',
   MAUTIC_TIMEOUT_MS: 'MAUTIC_TIMEOUT_MS',
   TOKEN_CACHE_SECONDS: 'TOKEN_CACHE_SECONDS',
@@ -39,6 +40,11 @@ export const ENV = {
  */
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
+  /**
+   * How long the batch function gathers events from the queue before it delivers them: the
+   * event source hands it at most 10 from the FIFO queue, it receives the rest itself.
+   */
+  batchWindowSeconds: 1,
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
@@ -126,6 +132,7 @@ const batchSchema = z.object({
   [ENV.DEAD_LETTER_QUEUE_URL]: required,
   [ENV.REFRESH_FUNCTION_NAME]: required,
   [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
+  [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
   [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
   // Unset: a Mautic call may take the invocation's time less its deadline margin (a slow Mautic
   // takes many seconds for 200 contacts; a fixed 10 s would retry, or doubt, calls that worked).
@@ -147,6 +154,8 @@ export interface BatchConfig {
   deadLetterQueueUrl: string;
   refreshFunctionName: string;
   batchSize: number;
+  /** How long to gather events before delivering them (the invocation's own receives). */
+  batchWindowSeconds: number;
   deliveryConcurrency: number;
   /** Per Mautic call; unset, calls are bounded by the invocation's deadline only. */
   mauticTimeoutMs: number | undefined;
@@ -170,6 +179,7 @@ export function loadBatchConfig(
     deadLetterQueueUrl: values.DEAD_LETTER_QUEUE_URL,
     refreshFunctionName: values.REFRESH_FUNCTION_NAME,
     batchSize: values.BATCH_SIZE,
+    batchWindowSeconds: values.BATCH_WINDOW_SECONDS,
     deliveryConcurrency: values.DELIVERY_CONCURRENCY,
     mauticTimeoutMs: values.MAUTIC_TIMEOUT_MS,
     tokenCacheSeconds: values.TOKEN_CACHE_SECONDS,

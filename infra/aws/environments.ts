@@ -21,12 +21,22 @@ const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
   365: logs.RetentionDays.ONE_YEAR,
 };
 
+/**
+ * The batch function gathers its batch for at most this share of its timeout: the rest is for
+ * the Mautic calls and the settling, which must end before the timeout does.
+ */
+const MAX_WINDOW_SHARE_OF_TIMEOUT = 0.25;
+
 /** One environment's settings, from `cdk.json` context `environments.<name>`. */
 const settingsSchema = z.strictObject({
   mauticBaseUrl: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
   /** Items per Mautic call; Mautic's api_batch_max_limit is 200. */
   batchSize: z.number().int().min(1).max(200),
-  /** The event source mapping's maximumBatchingWindow; required above 10 items. */
+  /**
+   * How long the batch function gathers events from the queue before it delivers them
+   * (`BATCH_WINDOW_SECONDS`): the event source hands it at most 10 from the FIFO queue, it
+   * receives the rest itself. Needed above 10 items; at most a quarter of `batchTimeoutSeconds`.
+   */
   batchingWindowSeconds: z.number().int().min(0).max(300),
   /** Concurrent batch invocations toward Mautic (the mapping's maximumConcurrency, 2–1000). */
   maxConcurrency: z.number().int().min(2).max(1000),
@@ -118,6 +128,14 @@ export function environmentSettings(name: unknown, environments: unknown): Relay
   if (result.data.batchSize > 10 && result.data.batchingWindowSeconds < 1) {
     throw new Error(
       `Invalid settings for environment "${name}": batchSize above 10 needs batchingWindowSeconds of at least 1`,
+    );
+  }
+  if (
+    result.data.batchingWindowSeconds >
+    result.data.batchTimeoutSeconds * MAX_WINDOW_SHARE_OF_TIMEOUT
+  ) {
+    throw new Error(
+      `Invalid settings for environment "${name}": batchingWindowSeconds (${result.data.batchingWindowSeconds}) must be at most a quarter of batchTimeoutSeconds (${result.data.batchTimeoutSeconds}), so that the batch it gathers can still be delivered and settled in the invocation; lower the window or raise the timeout`,
     );
   }
   try {

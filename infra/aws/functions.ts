@@ -11,6 +11,9 @@ import type { RelaySettings } from './environments.ts';
 import { RelayFunction, type RelayFunctionProps } from './relay-function.ts';
 import type { RelayQueues, RelaySecrets } from './storage.ts';
 
+/** The most messages Lambda's event source takes from a FIFO queue per invocation. */
+const FIFO_EVENT_SOURCE_BATCH_SIZE = 10;
+
 export interface RelayFunctions {
   readonly ingest: RelayFunction;
   readonly batch: RelayFunction;
@@ -97,22 +100,26 @@ function batchFunction(
       [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetter.queueUrl,
       [ENV.REFRESH_FUNCTION_NAME]: refresh.function.functionName,
       [ENV.BATCH_SIZE]: String(settings.batchSize),
+      [ENV.BATCH_WINDOW_SECONDS]: String(settings.batchingWindowSeconds),
       [ENV.RETRY_BASE_SECONDS]: String(retry.baseSeconds),
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(retry.maxDelaySeconds),
       [ENV.RETRY_HORIZON_SECONDS]: String(retry.horizonSeconds),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
     },
   });
+  // From a FIFO queue the event source hands over at most 10 messages and has no batching
+  // window: the function receives the rest of its batch itself, for BATCH_WINDOW_SECONDS.
   // The event source grants the batch role Receive, Delete, ChangeMessageVisibility,
-  // GetQueueAttributes and GetQueueUrl on the events queue: all the function needs of it.
+  // GetQueueAttributes and GetQueueUrl on the events queue: all the function needs of it, its own
+  // receives included (a batch call, DeleteMessageBatch say, needs its single call's action).
   batch.function.addEventSource(
     new SqsEventSource(queues.events, {
-      batchSize: settings.batchSize,
-      maxBatchingWindow: Duration.seconds(settings.batchingWindowSeconds),
+      batchSize: Math.min(FIFO_EVENT_SOURCE_BATCH_SIZE, settings.batchSize),
       reportBatchItemFailures: true,
       maxConcurrency: settings.maxConcurrency,
     }),
   );
+  // Dead letters go in batches: SendMessageBatch needs sqs:SendMessage.
   allow(batch, ['sqs:SendMessage'], queues.deadLetter.queueArn);
   batch.useSecret(ENV.TOKEN_SECRET_ID, secrets.token);
   allow(batch, ['lambda:InvokeFunction'], refresh.function.functionArn);

@@ -13,7 +13,9 @@ import type { RelaySettings } from './environments.ts';
 /*
  * Where the relay keeps what must outlive an invocation: events, request ids and secrets. Each is
  * created in the stack's own scope under the id it always had, so that its logical id, and with it
- * the live resource and its data, survives an upgrade.
+ * the live resource and its data, survives an upgrade. A change CloudFormation can only make by
+ * replacement (the queues becoming FIFO) makes a new, empty resource under the same id; the old
+ * one is then kept aside or deleted as the environment's `retainData` says.
  */
 
 export interface RelayQueues {
@@ -22,9 +24,23 @@ export interface RelayQueues {
 }
 
 /**
+ * FIFO queues: each message's group is its record, so a record's events are handed out in the
+ * order the ingest accepted them and none while an earlier one is in flight (docs/architecture.md).
+ * High throughput: deduplication and the throughput quota per message group, not per queue; every
+ * send names its deduplication id. Since a standard queue cannot become FIFO in place, the first
+ * deploy of these replaces both queues (docs/operations.md, Upgrade).
+ */
+const FIFO = {
+  fifo: true,
+  contentBasedDeduplication: false,
+  deduplicationScope: sqs.DeduplicationScope.MESSAGE_GROUP,
+  fifoThroughputLimit: sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+} as const satisfies sqs.QueueProps;
+
+/**
  * SSE and TLS only. The events queue keeps an event a day beyond its retry horizon (at least the
  * SQS default of 4 days), so a backlog cannot outlive it; the dead-letter queue keeps messages
- * the longest SQS allows.
+ * the longest SQS allows. A FIFO queue's dead-letter queue must be FIFO too.
  */
 export function relayQueues(
   stack: Stack,
@@ -33,12 +49,14 @@ export function relayQueues(
   removalPolicy: RemovalPolicy,
 ): RelayQueues {
   const deadLetter = new sqs.Queue(stack, 'DeadLetterQueue', {
+    ...FIFO,
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
     retentionPeriod: Duration.days(14),
     removalPolicy,
   });
   const events = new sqs.Queue(stack, 'EventsQueue', {
+    ...FIFO,
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
     retentionPeriod: Duration.seconds(

@@ -121,7 +121,7 @@ ${FILTER_HELP}
           for (const line of deadLetterLines(list, values['show-data'] === true)) io.stdout(line);
         if (!list.complete)
           io.stderr(
-            'The counts are partial: the queue is too large to read in one go, or another read (or one that was stopped) still hides some dead letters for up to a minute.\n',
+            "The counts are partial: the queue is too large to read in one go, another read (or one that was stopped) still hides some dead letters for up to a minute, or a record has more dead letters than a read can show (the queue hands out a record's later dead letters only once its earlier ones are gone: a redrive moves them in turn).\n",
           );
         return EXIT.ok;
       });
@@ -129,22 +129,27 @@ ${FILTER_HELP}
   },
   redrive: {
     usage:
-      'redrive (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--rate N] [--dry-run] [--json]',
+      'redrive (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--rate N] [--from URL] [--dry-run] [--json]',
     summary: 'move dead letters back to the events queue',
     details: `Moves the matching dead letters back to the events queue, where they start a new retry
 horizon: each is sent to the events queue before it is deleted from the dead-letter queue, so an
 interrupted redrive loses nothing, and running it again finishes the job. Ctrl-C stops after the
 batch in hand. A redrive killed between a send and its delete leaves that event in both queues,
-and the re-run sends it again (delivery is at least once). Exits 1 when some matching dead
-letters could not be moved.
+and the re-run sends it again (delivery is at least once). Each goes back into its record's
+message group, in the order the record's dead letters were written. Exits 1 when some matching
+dead letters could not be moved.
 ${TARGET_HELP}
 ${FILTER_HELP}
   --limit N    move at most N (default 100, as for dead-letters; "left" counts the rest)
   --rate N     at most N events a second (default 50)
+  --from URL   move from this queue instead of the dead-letter queue: one an upgrade kept
+               aside (docs/operations.md, Upgrade); a message without a record's group gets
+               one of its own
   --dry-run    only count what would be moved`,
     options: {
       ...filterOptions,
       rate: { type: 'string', default: '50' },
+      from: { type: 'string' },
       'dry-run': { type: 'boolean', default: false },
     },
     positionals: 0,
@@ -155,11 +160,21 @@ ${FILTER_HELP}
         throw new UsageError(
           '--rate must be a number of events a second, above 0 and at most 3000',
         );
+      const from = typeof values.from === 'string' ? values.from : undefined;
+      if (from !== undefined && !/^https?:\/\/\S+\/\d+\/[\w.-]+$/.test(from))
+        throw new UsageError(
+          '--from must be a queue URL, https://sqs.REGION.amazonaws.com/ACCOUNT/NAME',
+        );
       return withTarget(values, io, async (target) => {
+        if (from === target.eventsQueueUrl)
+          throw new UsageError('--from names the events queue itself: nothing to move');
         const bar = progressBar(io);
         const result = await redriveDeadLetters(
           target.sqs,
-          { deadLetterQueueUrl: target.deadLetterQueueUrl, eventsQueueUrl: target.eventsQueueUrl },
+          {
+            deadLetterQueueUrl: from ?? target.deadLetterQueueUrl,
+            eventsQueueUrl: target.eventsQueueUrl,
+          },
           filters,
           {
             rate,
@@ -185,6 +200,11 @@ ${FILTER_HELP}
         else
           io.stdout(
             `Moved ${result.moved} of ${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} to the events queue; ${result.left} left.${io.interrupted() ? ' Interrupted: run the same command again to finish.' : ''}`,
+          );
+        // Unread ones matter only when the limit left room for them.
+        if (!result.complete && !io.interrupted() && result.moved < filters.limit)
+          io.stderr(
+            "Not every dead letter could be read: the queue is too large to read in one go, another read still hides some, or some wait behind a record's earlier dead letters that were not moved (the queue hands out a record's later dead letters only once its earlier ones are gone). npx mautic-relay dead-letters shows what is left.\n",
           );
         const wanted = Math.min(result.matched, filters.limit);
         return values['dry-run'] || result.moved >= wanted ? EXIT.ok : EXIT.failed;

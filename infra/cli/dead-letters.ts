@@ -47,12 +47,22 @@ interface Scanned {
   body: string;
 }
 
+/** SQS names every FIFO queue, and only those, with this suffix. */
+function isFifoQueue(queueUrl: string): boolean {
+  return queueUrl.endsWith('.fifo');
+}
+
 /**
  * Reads the dead-letter queue without consuming it: each receive hides what it returns (so the
  * next receive returns other messages and everything is counted, 10 at a time), and when the
  * scan ends every message is made visible again at once. A scan killed half-way loses nothing:
  * the messages come back by themselves after HIDE_SECONDS. Bounded by the queue's size at the
  * start and by time.
+ *
+ * A FIFO queue hands out none of a message group's later messages while one of the group is
+ * hidden: a scan sees the first of each record's dead letters (up to 10), and the others only
+ * once those are deleted (moved). An empty receive then does not mean the end of the queue, so
+ * a FIFO scan is complete only when it saw as many messages as the queue held.
  */
 async function scan(
   sqs: SQSClient,
@@ -68,6 +78,8 @@ async function scan(
   const budgetMs = hideSeconds * 1000 * 0.8;
   const started = now();
   const hidden = new Map<string, string>();
+  // Every message received, moved ones included.
+  const seen = new Set<string>();
   let complete = false;
   try {
     for (let receives = 0; receives < maxReceives; receives++) {
@@ -77,16 +89,19 @@ async function scan(
           QueueUrl: queueUrl,
           MaxNumberOfMessages: 10,
           VisibilityTimeout: hideSeconds,
-          // Long polling asks every SQS server: an empty answer means an empty queue.
+          // Long polling asks every SQS server: an empty answer means an empty queue, or of a
+          // FIFO queue, nothing more it may hand out now.
           WaitTimeSeconds: 1,
           MessageAttributeNames: ['All'],
-          MessageSystemAttributeNames: ['SentTimestamp'],
+          // The group is the record's: a redrive sends the letter back in it.
+          MessageSystemAttributeNames: ['SentTimestamp', 'MessageGroupId'],
         }),
       );
       if (Messages.length === 0) {
-        complete = true;
+        complete = !isFifoQueue(queueUrl) || seen.size >= estimate;
         break;
       }
+      for (const m of Messages) if (m.MessageId) seen.add(m.MessageId);
       const fresh = Messages.filter((m) => m.MessageId && !hidden.has(m.MessageId));
       for (const m of Messages)
         if (m.MessageId && m.ReceiptHandle) hidden.set(m.MessageId, m.ReceiptHandle);
@@ -334,12 +349,21 @@ export async function redriveDeadLetters(
   };
 }
 
-/** Sends to the events queue, then deletes from the dead-letter queue what was sent. */
+/**
+ * Sends to the events queue, then deletes from the dead-letter queue what was sent. To a FIFO
+ * events queue each letter goes back in its record's message group, after the letters before it
+ * (they come in the group's order and are sent in it); a letter without a group (one from a
+ * standard queue: before the relay's queues were FIFO) gets a group of its own. Its
+ * deduplication id is the letter's message id: each dead letter is a copy of its own, so a
+ * redrive is never taken for a duplicate of the event's earlier trips, while a re-run that sends
+ * the same letter again within SQS's 5-minute window is.
+ */
 async function move(
   sqs: SQSClient,
   urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
   letters: Scanned[],
 ): Promise<string[]> {
+  const fifo = isFifoQueue(urls.eventsQueueUrl);
   const sent = await sqs.send(
     new SendMessageBatchCommand({
       QueueUrl: urls.eventsQueueUrl,
@@ -347,6 +371,7 @@ async function move(
         Id: String(i),
         MessageBody: body,
         MessageAttributes: originalAttributes(message),
+        ...(fifo ? fifoIds(message) : {}),
       })),
     }),
   );
@@ -367,6 +392,14 @@ async function move(
     const messageId = letters[Number(entry.Id)]?.message.MessageId;
     return messageId ? [messageId] : [];
   });
+}
+
+function fifoIds(message: Message): { MessageGroupId: string; MessageDeduplicationId: string } {
+  const messageId = message.MessageId ?? '';
+  return {
+    MessageGroupId: message.Attributes?.MessageGroupId ?? messageId,
+    MessageDeduplicationId: messageId,
+  };
 }
 
 /** The attributes the event had on the events queue: the relay's own are dropped. */

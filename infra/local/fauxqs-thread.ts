@@ -1,5 +1,5 @@
 /**
- * fauxqs on a worker thread of its own. In the cloud SQS is not on the functions' CPU; locally
+ * fauxqs (with its FIFO fixes, fauxqs-fifo.ts) on a worker thread of its own. In the cloud SQS is not on the functions' CPU; locally
  * the emulator, the ingest front and the batch handler would otherwise share one event loop, and
  * a drain or a burst of requests then measures the emulator's share of it (bench:drain showed
  * that loop at 100 % of a core). The SDK clients talk to it over loopback HTTP either way.
@@ -17,7 +17,7 @@ import {
   Worker,
   workerData,
 } from 'node:worker_threads';
-import { startFauxqs } from 'fauxqs';
+import { startFauxqsFifoFixed } from './fauxqs-fifo.ts';
 import { type MappingOperation, mappingSqsCalls, mappingSqsOver } from './mapping-sqs.ts';
 import type { MappingSqs } from './sqs-event-source.ts';
 
@@ -46,7 +46,7 @@ type AnswerMessage =
 
 if (!isMainThread && parentPort && workerData === FAUXQS_THREAD) {
   const port = parentPort;
-  const server = await startFauxqs({ port: 0, logger: false });
+  const server = await startFauxqsFifoFixed({ port: 0, logger: false });
   const endpoint = `http://127.0.0.1:${server.port}`;
   const channels = new Set<MessagePort>();
   port.on('message', (message: 'stop' | { type: 'mapping'; channel: MessagePort }) => {

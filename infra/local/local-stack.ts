@@ -34,7 +34,7 @@ import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
-import { createQueuePair, SqsEventSource } from './sqs-event-source.ts';
+import { createQueuePair, FIFO_MAX_BATCH_SIZE, SqsEventSource } from './sqs-event-source.ts';
 
 /** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
 const localSchema = z
@@ -49,7 +49,7 @@ const localSchema = z
     WEBHOOK_SECRET: commaList,
     INGEST_API_KEYS: commaList,
     BATCH_SIZE: integer(1, 200, DEFAULTS.batchSize),
-    BATCH_WINDOW_SECONDS: integer(0, 300, 1),
+    BATCH_WINDOW_SECONDS: integer(0, 300, DEFAULTS.batchWindowSeconds),
     // Unset: derived from the retry settings (contract §3), as the stack derives it.
     MAX_RECEIVE_COUNT: integer(1, 1000, 0).transform((value) => value || undefined),
     RETRY_BASE_SECONDS: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
@@ -239,6 +239,7 @@ async function start(
       [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetterQueueUrl,
       [ENV.REFRESH_FUNCTION_NAME]: 'local-refresher',
       [ENV.BATCH_SIZE]: String(config.BATCH_SIZE),
+      [ENV.BATCH_WINDOW_SECONDS]: String(config.BATCH_WINDOW_SECONDS),
       [ENV.TOKEN_CACHE_SECONDS]: String(config.TOKEN_CACHE_SECONDS),
       [ENV.RETRY_BASE_SECONDS]: String(config.RETRY_BASE_SECONDS),
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(config.RETRY_MAX_DELAY_SECONDS),
@@ -256,6 +257,8 @@ async function start(
   );
   // One mapping with the function's concurrency: its pollers gather ahead of the invocations,
   // and make their SQS calls without the SDK's CPU cost, which is not the function's in the cloud.
+  // As Lambda's mapping on a FIFO queue: batches of at most 10, no window; the batch function
+  // receives the rest of its BATCH_SIZE itself within BATCH_WINDOW_SECONDS.
   const mappingSqs = fauxqs.mappingSqs();
   stops.push(async () => mappingSqs.destroy());
   const poller = new SqsEventSource({
@@ -263,8 +266,8 @@ async function start(
     queueUrl: queues.queueUrl,
     queueArn: queues.queueArn,
     handler: batch,
-    batchSize: config.BATCH_SIZE,
-    batchWindowMs: config.BATCH_WINDOW_SECONDS * 1000,
+    batchSize: Math.min(FIFO_MAX_BATCH_SIZE, config.BATCH_SIZE),
+    batchWindowMs: 0,
     functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
     maxConcurrency: config.MAX_CONCURRENCY,
     onError: (error) => logger.warn('Polling the events queue failed', { error: String(error) }),
@@ -339,7 +342,7 @@ async function start(
     `  Mautic:        ${simulator ? `${credential.baseUrl} (embedded simulator)` : credential.baseUrl}`,
   );
   print(
-    `  queues:        fauxqs, batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s; failures retried for ${retry.horizonSeconds} s (delays ${retry.baseSeconds}–${retry.maxDelaySeconds} s, at most ${retry.maxReceiveCount} receives)`,
+    `  queues:        fauxqs FIFO (a message group per record), batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s; failures retried for ${retry.horizonSeconds} s (delays ${retry.baseSeconds}–${retry.maxDelaySeconds} s, at most ${retry.maxReceiveCount} receives)`,
   );
   print(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,

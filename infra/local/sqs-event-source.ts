@@ -49,13 +49,28 @@ const DEFAULT_FUNCTION_TIMEOUT_MS = 30_000;
 const DEFAULT_FUNCTION_NAME = 'batch';
 /** Lambda's limits for a mapping and a function. */
 const MAX_BATCH_SIZE = 10_000;
+/** The most a mapping hands over at once from a FIFO queue. */
+export const FIFO_MAX_BATCH_SIZE = 10;
 const MAX_BATCH_WINDOW_MS = 300_000;
 const MAX_FUNCTION_TIMEOUT_MS = 900_000;
 /** More than the local stack allows; a bound so a typo cannot start thousands of pollers. */
 const MAX_CONCURRENCY = 1_000;
 
 /**
- * Creates the events queue and its dead-letter queue with a redrive policy, as the stack does.
+ * FIFO with high throughput, as the stack makes the events queue and its dead-letter queue: the
+ * message groups are records (docs/architecture.md), the senders set every deduplication id.
+ */
+const FIFO_ATTRIBUTES = {
+  FifoQueue: 'true',
+  ContentBasedDeduplication: 'false',
+  DeduplicationScope: 'messageGroup',
+  FifoThroughputLimit: 'perMessageGroupId',
+};
+const FIFO_SUFFIX = '.fifo';
+
+/**
+ * Creates the events queue and its dead-letter queue with a redrive policy, as the stack does:
+ * FIFO queues, unless `fifo: false` asks for standard ones.
  *
  * @example
  * const pair = await createQueuePair(sqs, { name: 'events', maxReceiveCount: 5, visibilityTimeoutSeconds: 180 });
@@ -63,11 +78,16 @@ const MAX_CONCURRENCY = 1_000;
 export async function createQueuePair(
   sqs: SQSClient,
   options: {
-    /** Events queue name; the DLQ is `${name}-dlq`. */
+    /**
+     * Events queue name; the DLQ is `${name}-dlq`. FIFO queues take the `.fifo` suffix after
+     * that (`events.fifo`, `events-dlq.fifo`).
+     */
     name: string;
     /** Redrive after this many receives. */
     maxReceiveCount: number;
     visibilityTimeoutSeconds: number;
+    /** Default true; false for standard queues. */
+    fifo?: boolean;
   },
 ): Promise<{
   queueUrl: string;
@@ -75,15 +95,18 @@ export async function createQueuePair(
   deadLetterQueueUrl: string;
   deadLetterQueueArn: string;
 }> {
-  const { name, maxReceiveCount, visibilityTimeoutSeconds } = options;
+  const { name, maxReceiveCount, visibilityTimeoutSeconds, fifo = true } = options;
   requireInteger('maxReceiveCount', maxReceiveCount, 1, 1_000);
   requireInteger('visibilityTimeoutSeconds', visibilityTimeoutSeconds, 0, 43_200);
+  const [suffix, kind] = fifo ? [FIFO_SUFFIX, FIFO_ATTRIBUTES] : ['', {}];
 
-  const deadLetterQueueUrl = await createQueue(sqs, `${name}-dlq`, {
+  const deadLetterQueueUrl = await createQueue(sqs, `${name}-dlq${suffix}`, {
+    ...kind,
     MessageRetentionPeriod: String(DEAD_LETTER_RETENTION_SECONDS),
   });
   const deadLetterQueueArn = await queueArnOf(sqs, deadLetterQueueUrl);
-  const queueUrl = await createQueue(sqs, name, {
+  const queueUrl = await createQueue(sqs, `${name}${suffix}`, {
+    ...kind,
     VisibilityTimeout: String(visibilityTimeoutSeconds),
     RedrivePolicy: JSON.stringify({ deadLetterTargetArn: deadLetterQueueArn, maxReceiveCount }),
   });
@@ -141,12 +164,16 @@ export interface SqsEventSourceOptions {
   queueArn: string;
   handler: SqsBatchHandler;
   /**
-   * Max messages per invocation (1..10000). Like the mapping, a batch larger than 10 is only
-   * gathered within a batching window; with `batchWindowMs: 0` an invocation gets what one
-   * ReceiveMessage returned (AWS refuses that combination when the mapping is created).
+   * Max messages per invocation (1..10000; 1..10 from a FIFO queue, as Lambda allows). Like the
+   * mapping, a batch larger than 10 is only gathered within a batching window; with
+   * `batchWindowMs: 0` an invocation gets what one ReceiveMessage returned (AWS refuses that
+   * combination when the mapping is created).
    */
   batchSize: number;
-  /** maximumBatchingWindow: gather for at most this long once a first message arrived. */
+  /**
+   * maximumBatchingWindow: gather for at most this long once a first message arrived. Must be 0
+   * for a FIFO queue: Lambda has no batching window for FIFO queues.
+   */
   batchWindowMs: number;
   /**
    * Drives context.getRemainingTimeInMillis(); default 30_000. As in Lambda, a handler still
@@ -193,6 +220,11 @@ export interface InvokeReport {
  * frees as soon as the handler answered, and the deletes run after that, off the slot, so the
  * handler (and the Mautic behind it) is kept busy up to `maxConcurrency`.
  *
+ * From a FIFO queue (its ARN ends in `.fifo`) it takes what Lambda's mapping takes: at most 10
+ * messages per batch, one ReceiveMessage each, no batching window. Its pollers still run at once,
+ * so batches of different message groups are handled concurrently, as in the cloud; a group's
+ * order is the queue's to keep.
+ *
  * @example
  * const source = new SqsEventSource({ sqs, queueUrl, queueArn, handler, batchSize: 200, batchWindowMs: 1_000 });
  * source.start();
@@ -223,6 +255,18 @@ export class SqsEventSource {
   constructor(options: SqsEventSourceOptions) {
     requireInteger('batchSize', options.batchSize, 1, MAX_BATCH_SIZE);
     requireRange('batchWindowMs', options.batchWindowMs, 0, MAX_BATCH_WINDOW_MS);
+    // Refused as Lambda's API refuses such a mapping, so the local stack cannot be set up in a
+    // way the cloud could not.
+    if (options.queueArn.endsWith(FIFO_SUFFIX)) {
+      if (options.batchSize > FIFO_MAX_BATCH_SIZE)
+        throw new RangeError(
+          `batchSize must be at most ${FIFO_MAX_BATCH_SIZE} for a FIFO queue, got ${options.batchSize}`,
+        );
+      if (options.batchWindowMs > 0)
+        throw new RangeError(
+          `batchWindowMs must be 0 for a FIFO queue (Lambda has no batching window for FIFO queues), got ${options.batchWindowMs}`,
+        );
+    }
     const functionTimeoutMs = options.functionTimeoutMs ?? DEFAULT_FUNCTION_TIMEOUT_MS;
     requireRange('functionTimeoutMs', functionTimeoutMs, 1, MAX_FUNCTION_TIMEOUT_MS);
     const maxConcurrency = options.maxConcurrency ?? 1;

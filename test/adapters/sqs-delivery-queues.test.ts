@@ -1,5 +1,7 @@
 import {
   ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
@@ -166,5 +168,109 @@ describe('SqsDeliveryQueues.delay', () => {
         { Id: '1', ReceiptHandle: 'rh-2', VisibilityTimeout: 120 },
       ],
     });
+  });
+});
+
+describe('SqsDeliveryQueues on the FIFO queues', () => {
+  it("sends a dead letter in its record's group, deduplicated by the original message id", async () => {
+    sqs.on(SendMessageBatchCommand).callsFake(answering());
+    const grouped = letter(1);
+    grouped.message = {
+      ...message(1),
+      attributes: { ...message(1).attributes, MessageGroupId: 'g' },
+    };
+
+    await queues().deadLetter([grouped, letter(2)]);
+
+    const entries = sqs.commandCalls(SendMessageBatchCommand)[0]?.args[0].input.Entries ?? [];
+    expect(entries.map((e) => [e.MessageGroupId, e.MessageDeduplicationId])).toEqual([
+      ['g', 'msg-1'],
+      // A message without a group (none should be) gets one of its own.
+      ['msg-2', 'msg-2'],
+    ]);
+  });
+
+  it('receives up to the number asked, 10 per call, with every attribute', async () => {
+    let next = 0;
+    sqs.on(ReceiveMessageCommand).callsFake((input: { MaxNumberOfMessages: number }) => ({
+      Messages: Array.from({ length: input.MaxNumberOfMessages }, () => {
+        const n = next++;
+        return {
+          MessageId: `m${n}`,
+          ReceiptHandle: `rh${n}`,
+          Body: `{"n":${n}}`,
+          Attributes: { ApproximateReceiveCount: '1', MessageGroupId: `g${n}` },
+          MessageAttributes: { source: { DataType: 'String', StringValue: 'crm' } },
+        };
+      }),
+    }));
+
+    const received = await queues().receive(25, Date.now() + 5_000);
+
+    expect(received).toHaveLength(25);
+    expect(new Set(received.map((m) => m.messageId)).size).toBe(25);
+    expect(received[0]).toMatchObject({
+      receiptHandle: 'rh0',
+      attributes: { MessageGroupId: 'g0' },
+      messageAttributes: { source: { dataType: 'String', stringValue: 'crm' } },
+    });
+    const inputs = sqs.commandCalls(ReceiveMessageCommand).map((c) => c.args[0].input);
+    expect(inputs.map((i) => i.MaxNumberOfMessages).sort()).toEqual([10, 10, 5]);
+    expect(inputs[0]).toMatchObject({
+      QueueUrl: 'https://q/events',
+      MessageSystemAttributeNames: ['All'],
+      MessageAttributeNames: ['All'],
+    });
+  });
+
+  it('stops at an empty answer once the window has passed, and at a failed call', async () => {
+    sqs.on(ReceiveMessageCommand).resolves({ Messages: [] });
+    expect(await queues().receive(200, Date.now() - 1)).toEqual([]);
+    expect(sqs.commandCalls(ReceiveMessageCommand)[0]?.args[0].input.WaitTimeSeconds).toBe(0);
+
+    sqs.reset();
+    sqs.on(ReceiveMessageCommand).rejects(new Error('AccessDenied'));
+    expect(await queues().receive(200, Date.now() + 60_000)).toEqual([]);
+    expect(sqs.commandCalls(ReceiveMessageCommand).length).toBeLessThanOrEqual(4);
+  });
+
+  it('long-polls for the whole seconds of the window, then looks again now and then until it ends', async () => {
+    // As SQS does: an empty long poll answers when its wait is over.
+    sqs.on(ReceiveMessageCommand).callsFake(async (input: { WaitTimeSeconds: number }) => {
+      await new Promise((resolve) => setTimeout(resolve, input.WaitTimeSeconds * 1000));
+      return { Messages: [] };
+    });
+    const started = Date.now();
+
+    await queues().receive(10, started + 1_500);
+
+    const waits = sqs
+      .commandCalls(ReceiveMessageCommand)
+      .map((c) => c.args[0].input.WaitTimeSeconds);
+    // One receive asks for the 10: a second's long poll, then short polls 100 ms apart.
+    expect(waits[0]).toBe(1);
+    expect(waits.slice(1).every((wait) => wait === 0)).toBe(true);
+    expect(waits.length).toBeGreaterThan(1);
+    expect(waits.length).toBeLessThanOrEqual(7);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_450);
+  });
+
+  it('deletes the messages it was given by their receipt handles', async () => {
+    sqs.on(DeleteMessageBatchCommand).callsFake(answering(['1']));
+
+    const failed = await queues().remove(Array.from({ length: 3 }, (_, i) => message(i)));
+
+    const calls = sqs.commandCalls(DeleteMessageBatchCommand);
+    expect(calls[0]?.args[0].input).toEqual({
+      QueueUrl: 'https://q/events',
+      Entries: [
+        { Id: '0', ReceiptHandle: 'rh-0' },
+        { Id: '1', ReceiptHandle: 'rh-1' },
+        { Id: '2', ReceiptHandle: 'rh-2' },
+      ],
+    });
+    // Entry 1 failed once and was tried again alone.
+    expect(calls[1]?.args[0].input.Entries).toEqual([{ Id: '1', ReceiptHandle: 'rh-1' }]);
+    expect(failed).toEqual([]);
   });
 });

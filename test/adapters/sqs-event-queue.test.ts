@@ -6,7 +6,12 @@ import { QueueUnavailableError } from '../../functions/core/errors.ts';
 
 const sqs = mockClient(SQSClient);
 const queue = () => new SqsEventQueue(new SQSClient({ region: 'eu-west-1' }), 'https://sqs/events');
-const message = (n: number, bytes = 10) => ({ eventId: `e${n}`, body: `${n}`.padEnd(bytes, 'x') });
+const message = (n: number, bytes = 10) => ({
+  eventId: `e${n}`,
+  body: `${n}`.padEnd(bytes, 'x'),
+  groupId: `g${n}`,
+  deduplicationId: `d${n}`,
+});
 const succeedAll = () =>
   sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
     Successful: input.Entries.map((e) => ({
@@ -124,5 +129,74 @@ describe('SqsEventQueue', () => {
       queue().enqueue(Array.from({ length: 30 }, (_, i) => message(i))),
     ).rejects.toBeInstanceOf(QueueUnavailableError);
     expect(settled).toBe(sqs.commandCalls(SendMessageBatchCommand).length);
+  });
+
+  it("sends each event in its record's message group, with its own deduplication id", async () => {
+    succeedAll();
+
+    await queue().enqueue([message(1), message(2)]);
+
+    const [entries] = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .map((c) => c.args[0].input.Entries ?? []);
+    expect(entries?.map((e) => [e.MessageGroupId, e.MessageDeduplicationId])).toEqual([
+      ['g1', 'd1'],
+      ['g2', 'd2'],
+    ]);
+  });
+
+  it("keeps a record's events in request order: one per batch, batches one after the other", async () => {
+    const order: string[] = [];
+    let inFlight = 0;
+    let mostOfRecordR = 0;
+    sqs.on(SendMessageBatchCommand).callsFake(async (input) => {
+      const entries = input.Entries as Array<{
+        Id: string;
+        MessageGroupId: string;
+        MessageBody: string;
+      }>;
+      const ofR = entries.filter((e) => e.MessageGroupId === 'r').length;
+      inFlight += ofR;
+      mostOfRecordR = Math.max(mostOfRecordR, inFlight);
+      // The later batches answer first, were they let through.
+      await new Promise((resolve) => setTimeout(resolve, 20 - Math.min(19, order.length * 5)));
+      order.push(...entries.filter((e) => e.MessageGroupId === 'r').map((e) => e.MessageBody));
+      inFlight -= ofR;
+      return { Successful: entries.map((e) => ({ Id: e.Id })), Failed: [] };
+    });
+    const ofRecord = (n: number) => ({ ...message(n), groupId: 'r' });
+
+    await queue().enqueue([ofRecord(1), message(2), ofRecord(3), message(4), ofRecord(5)]);
+
+    const batches = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .map((c) => (c.args[0].input.Entries ?? []).map((e) => e.MessageGroupId));
+    for (const batch of batches) expect(batch.filter((g) => g === 'r')).toHaveLength(1);
+    expect(order.map((body) => body.slice(0, 1))).toEqual(['1', '3', '5']);
+    expect(mostOfRecordR).toBe(1);
+  });
+
+  it("never sends a record's later event when its earlier one could not be queued", async () => {
+    sqs.on(SendMessageBatchCommand).callsFake(async (input) => {
+      const entries = input.Entries as Array<{ Id: string; MessageBody: string }>;
+      return {
+        Successful: entries
+          .filter((e) => !e.MessageBody.startsWith('1'))
+          .map((e) => ({ Id: e.Id })),
+        Failed: entries
+          .filter((e) => e.MessageBody.startsWith('1'))
+          .map((e) => ({ Id: e.Id, Code: 'InternalError', SenderFault: false })),
+      };
+    });
+    const ofRecord = (n: number) => ({ ...message(n), groupId: 'r' });
+
+    await expect(queue().enqueue([ofRecord(1), ofRecord(2)])).rejects.toBeInstanceOf(
+      QueueUnavailableError,
+    );
+
+    const bodies = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((c) => (c.args[0].input.Entries ?? []).map((e) => e.MessageBody?.slice(0, 1)));
+    expect(bodies).toEqual(['1', '1', '1', '1']);
   });
 });

@@ -5,6 +5,7 @@ import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import type { QueuedMessage } from '../../functions/core/ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
   createQueuePair,
@@ -115,6 +116,7 @@ async function startRelay(options: {
       maxDelaySeconds: 30,
       batchSize: options.batchSize ?? 200,
       concurrency: options.concurrency ?? DEFAULT_DELIVERY_OPTIONS.concurrency,
+      batchWindowMs: options.batchWindowMs ?? 300,
     },
   });
   const reports: InvokeReport[] = [];
@@ -123,8 +125,9 @@ async function startRelay(options: {
     queueUrl: pair.queueUrl,
     queueArn: pair.queueArn,
     handler,
-    batchSize: options.batchSize ?? 200,
-    batchWindowMs: options.batchWindowMs ?? 300,
+    // As Lambda's mapping on a FIFO queue: at most 10, no window; the handler gathers the rest.
+    batchSize: Math.min(10, options.batchSize ?? 200),
+    batchWindowMs: 0,
     functionTimeoutMs: 10_000,
     onInvoke: (report) => reports.push(report),
   });
@@ -317,7 +320,8 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     await relay.drain();
 
     expect(apiCalls(relay.sim).map((r) => r.status)).toEqual([503, 503, 503, 503, 503, 201]);
-    expect(relay.reports[0]?.failed).toHaveLength(30);
+    // The event source hands over 10 (FIFO); the other 20 were the function's own, delayed the same.
+    expect(relay.reports[0]?.failed).toHaveLength(10);
     expect(contactEmails(relay.sim).size).toBe(30);
     await expectAccountedFor(relay, [], (e) =>
       contactEmails(relay.sim).has(String(e.data?.email).toLowerCase()),
@@ -468,6 +472,8 @@ function directHandler(
         delays.push([messages.map((m) => m.messageId), seconds]);
         return [];
       },
+      receive: async () => [],
+      remove: async () => [],
     },
     logger: recorder().logger,
     metrics: recorder().metrics,
@@ -475,7 +481,7 @@ function directHandler(
     sleep: async () => {},
     random: () => 0,
     learnedLimit: { value: undefined },
-    options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900 },
+    options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900, batchWindowMs: 0 },
     ...overrides,
   });
 }
@@ -534,6 +540,8 @@ describe('batch handler, called directly', () => {
             return [];
           },
           delay: async () => [],
+          receive: async () => [],
+          remove: async () => [],
         },
       });
 
@@ -578,6 +586,102 @@ describe('batch handler, called directly', () => {
     }
   });
 
+  it('gathers the rest of its batch itself and settles those messages itself: deleted once done, delayed when retried, never reported to the event source', async () => {
+    const sim = await startMauticSimulator();
+    try {
+      sim.inject({ path: '/api/companies/batch/new' }, { status: 503, body: 'busy' }, 10);
+      const company = (n: number) => ({
+        ...(sqsRecords(n + 1)[n] as ReturnType<typeof sqsRecords>[number]),
+        body: JSON.stringify({
+          v: 1,
+          eventId: `e${n}`,
+          receivedAt: new Date().toISOString(),
+          sender: 't',
+          entity: 'companies',
+          action: 'create',
+          data: { companyname: `Company ${n}` },
+        }),
+      });
+      const records = sqsRecords(3);
+      const [handed, own1] = [company(0), records[1]];
+      const own2 = { ...records[2], body: 'not json' } as (typeof records)[number];
+      const own3 = company(3);
+      const asked: number[] = [];
+      const removed: string[][] = [];
+      const delays: Array<[string[], number]> = [];
+      const handler = directHandler(sim, sim.issueToken().accessToken, delays, {
+        queues: {
+          deadLetter: async () => [],
+          delay: async (messages, seconds) => {
+            delays.push([messages.map((m) => m.messageId), seconds]);
+            return [];
+          },
+          receive: async (max) => {
+            asked.push(max);
+            return [own1, own2, own3] as QueuedMessage[];
+          },
+          remove: async (messages) => {
+            removed.push(messages.map((m) => m.messageId));
+            return [];
+          },
+        },
+        options: {
+          ...DEFAULT_DELIVERY_OPTIONS,
+          batchSize: 200,
+          maxDelaySeconds: 900,
+          batchWindowMs: 1_000,
+        },
+      });
+
+      const response = await handler({ Records: [handed] }, lambdaContext('batch', 30_000));
+
+      expect(asked).toEqual([199]);
+      // Only the event source's own message goes back through it.
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
+      // The delivered and the dead-lettered own messages are deleted; the retried one is not.
+      expect(removed).toEqual([['m1', 'm2']]);
+      expect(delays.flatMap(([ids]) => ids).sort()).toEqual(['m0', 'm3']);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('keeps an own message whose dead letter could not be sent: it comes back, nothing is lost', async () => {
+    const sim = await startMauticSimulator();
+    try {
+      const records = sqsRecords(2);
+      const own = { ...records[1], body: 'not json' } as (typeof records)[number];
+      const removed: string[] = [];
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        queues: {
+          deadLetter: async (letters) => letters.map((letter) => letter.message.messageId),
+          delay: async () => [],
+          receive: async () => [own] as QueuedMessage[],
+          remove: async (messages) => {
+            removed.push(...messages.map((m) => m.messageId));
+            return [];
+          },
+        },
+        options: {
+          ...DEFAULT_DELIVERY_OPTIONS,
+          batchSize: 2,
+          maxDelaySeconds: 900,
+          batchWindowMs: 0,
+        },
+      });
+
+      const response = await handler(
+        { Records: [records[0]] } as never,
+        lambdaContext('batch', 30_000),
+      );
+
+      expect(response).toEqual({ batchItemFailures: [] });
+      expect(removed).toEqual([]);
+    } finally {
+      await sim.close();
+    }
+  });
+
   it('publishes how many events were delivered, dead-lettered and left to the queue', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
     try {
@@ -612,6 +716,8 @@ describe('batch handler, called directly', () => {
         queues: {
           deadLetter: async () => [],
           delay: async () => Promise.reject(new Error('AccessDenied')),
+          receive: async () => [],
+          remove: async () => [],
         },
       });
 

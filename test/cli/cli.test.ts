@@ -27,8 +27,8 @@ const sqs = mockClient(SQSClient);
 const secrets = mockClient(SecretsManagerClient);
 const cloudwatch = mockClient(CloudWatchClient);
 const NOW = Date.parse('2026-11-24T12:00:00.000Z');
-const EVENTS = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-Events';
-const DLQ = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-DeadLetters';
+const EVENTS = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-EventsQueue.fifo';
+const DLQ = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-DeadLetterQueue.fifo';
 const ACCESS_TOKEN = 'access-token-never-shown';
 const REFRESH_TOKEN = 'refresh-token-never-shown';
 
@@ -110,8 +110,11 @@ function deadLetter(n: number, extra: Partial<Record<string, string>> = {}): Mes
       receivedAt: '2026-11-24T10:00:00.000Z',
     }),
     MessageAttributes: attributes,
-    // Dead-lettered n minutes before NOW.
-    Attributes: { SentTimestamp: String(NOW - n * 60_000) },
+    // Dead-lettered n minutes before NOW, in its record's message group.
+    Attributes: {
+      SentTimestamp: String(NOW - n * 60_000),
+      ...(extra.group === undefined ? {} : { MessageGroupId: extra.group }),
+    },
   };
 }
 
@@ -354,7 +357,7 @@ describe('status --env', () => {
     });
     const metricQuery = cloudwatch.commandCalls(GetMetricDataCommand)[0]?.args[0].input;
     expect(metricQuery?.MetricDataQueries?.[0]?.MetricStat?.Metric?.Dimensions).toEqual([
-      { Name: 'QueueName', Value: 'MauticRelay-dev-Events' },
+      { Name: 'QueueName', Value: 'MauticRelay-dev-EventsQueue.fifo' },
     ]);
 
     const human = await run(['status', '--env', 'dev']);
@@ -526,7 +529,10 @@ describe('redrive --env', () => {
   function dlq(count: number) {
     deployed();
     queue(DLQ, count);
-    const letters = Array.from({ length: count }, (_, i) => deadLetter(i + 1));
+    // Three records; the first letter is from before the queues were FIFO, without a group.
+    const letters = Array.from({ length: count }, (_, i) =>
+      deadLetter(i + 1, i === 0 ? {} : { group: `record-${i % 3}` }),
+    );
     const receive = sqs.on(ReceiveMessageCommand);
     for (let i = 0; i < count; i += 10)
       receive.resolvesOnce({ Messages: letters.slice(i, i + 10) });
@@ -559,6 +565,15 @@ describe('redrive --env', () => {
     expect(sent[0]?.MessageAttributes).toEqual({
       origin: { DataType: 'String', StringValue: 'crm' },
     });
+    // Each back in its record's group, in the order read; one without a group gets its own.
+    // Its deduplication id is its own message id: unique per dead letter.
+    expect(sent.map((e) => [e.MessageGroupId, e.MessageDeduplicationId])).toEqual(
+      letters.map((l) => [l.Attributes?.MessageGroupId ?? l.MessageId, l.MessageId]),
+    );
+    expect(sent[0]?.MessageGroupId).toBe('m1');
+    expect(
+      sqs.commandCalls(ReceiveMessageCommand)[0]?.args[0].input.MessageSystemAttributeNames,
+    ).toContain('MessageGroupId');
     const deleted = sqs
       .commandCalls(DeleteMessageBatchCommand)
       .flatMap((c) => c.args[0].input.Entries ?? []);
@@ -636,6 +651,108 @@ describe('redrive --env', () => {
       .commandCalls(DeleteMessageBatchCommand)
       .flatMap((c) => c.args[0].input.Entries ?? []);
     expect(deleted.map((e) => e.ReceiptHandle)).toEqual(['r1']);
+  });
+
+  it('says when dead letters were out of its reach, unless the limit was reached anyway', async () => {
+    dlq(3);
+    // The queue holds 5: two wait behind their records' earlier dead letters.
+    queue(DLQ, 5);
+    sqs.on(SendMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const some = await run(['redrive', '--env', 'dev', '--json']);
+    expect(JSON.parse(some.out)).toEqual({ matched: 3, moved: 3, left: 0 });
+    expect(some.code).toBe(EXIT.ok);
+    expect(some.err).toContain('Not every dead letter could be read');
+
+    sqs.reset();
+    cloudFormation.reset();
+    const letters = dlq(3);
+    queue(DLQ, 5);
+    // Another round reads again what the first left.
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce({ Messages: letters })
+      .resolvesOnce({ Messages: [] })
+      .resolvesOnce({ Messages: letters.slice(2) })
+      .resolves({ Messages: [] });
+    sqs.on(SendMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const limited = await run(['redrive', '--env', 'dev', '--limit', '2', '--json']);
+    expect(JSON.parse(limited.out)).toEqual({ matched: 3, moved: 2, left: 1 });
+    expect(limited.err).toBe('');
+  });
+
+  it('redrives into a standard events queue (a stack not yet upgraded, drained before the upgrade) without FIFO ids', async () => {
+    const standard = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-EventsQueue';
+    dlq(2);
+    cloudFormation.on(DescribeStacksCommand, { StackName: 'MauticRelay-dev' }).resolves({
+      Stacks: [
+        {
+          StackName: 'MauticRelay-dev',
+          CreationTime: new Date(),
+          StackStatus: 'UPDATE_COMPLETE',
+          Outputs: Object.entries({ ...OUTPUTS, EventsQueueUrl: standard }).map(
+            ([OutputKey, OutputValue]) => ({ OutputKey, OutputValue }),
+          ),
+        },
+      ],
+    });
+    sqs.on(SendMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const { code } = await run(['redrive', '--env', 'dev', '--json']);
+    expect(code).toBe(EXIT.ok);
+    const send = sqs.commandCalls(SendMessageBatchCommand)[0]?.args[0].input;
+    expect(send?.QueueUrl).toBe(standard);
+    for (const entry of send?.Entries ?? []) {
+      expect(entry.MessageGroupId).toBeUndefined();
+      expect(entry.MessageDeduplicationId).toBeUndefined();
+    }
+    expect(send?.Entries).toHaveLength(2);
+  });
+
+  it('--from moves from another queue (one an upgrade kept aside), but not from the events queue', async () => {
+    const old = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-DeadLetterQueue';
+    deployed();
+    queue(old, 1);
+    sqs
+      .on(ReceiveMessageCommand, { QueueUrl: old })
+      .resolvesOnce({ Messages: [deadLetter(1)] })
+      .resolves({ Messages: [] });
+    sqs.on(SendMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+    const moved = await run(['redrive', '--env', 'dev', '--from', old, '--json']);
+    expect(moved.code).toBe(EXIT.ok);
+    expect(JSON.parse(moved.out)).toEqual({ matched: 1, moved: 1, left: 0 });
+    expect(sqs.commandCalls(SendMessageBatchCommand)[0]?.args[0].input).toMatchObject({
+      QueueUrl: EVENTS,
+      Entries: [{ MessageGroupId: 'm1', MessageDeduplicationId: 'm1' }],
+    });
+    expect(sqs.commandCalls(DeleteMessageBatchCommand)[0]?.args[0].input.QueueUrl).toBe(old);
+
+    const itself = await run(['redrive', '--env', 'dev', '--from', EVENTS]);
+    expect(itself.code).toBe(EXIT.usage);
+    expect(itself.err).toContain('--from names the events queue itself');
+    const calls = awsCalls();
+    const junk = await run(['redrive', '--env', 'dev', '--from', 'MauticRelay-dev-Old']);
+    expect(junk.code).toBe(EXIT.usage);
+    expect(junk.err).toContain('--from must be a queue URL');
+    expect(awsCalls()).toBe(calls);
   });
 
   it('--dry-run only counts, and --limit moves at most N', async () => {

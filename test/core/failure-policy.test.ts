@@ -13,6 +13,7 @@ import {
   decideAfterFailure,
   decideItem,
   decideRequeue,
+  heldBehind,
   isUnexpected,
   type MessageOutcome,
   noCallNow,
@@ -353,6 +354,27 @@ describe('decideItem', () => {
 
   it.each(rows)('$rule', ({ result, merged, to }) => {
     expect(decideItem(result, merged ?? false)).toEqual(to);
+  });
+});
+
+describe('heldBehind (order per record)', () => {
+  it('leaves a later event to the queue behind its earlier one, not before it comes back', () => {
+    expect(
+      heldBehind([
+        { kind: 'retry', reason: 'mautic_server', message: 'busy' },
+        { kind: 'retry', reason: 'rate_limited', notBefore: NOW + 9_000 },
+      ]),
+    ).toEqual({
+      kind: 'retry',
+      reason: 'earlier_event_pending',
+      notBefore: NOW + 9_000,
+      message: 'An earlier event of the same record went back to the queue (mautic_server: busy)',
+    });
+    expect(heldBehind([{ kind: 'retry', reason: 'no_token' }])).toEqual({
+      kind: 'retry',
+      reason: 'earlier_event_pending',
+      message: 'An earlier event of the same record went back to the queue (no_token)',
+    });
   });
 });
 

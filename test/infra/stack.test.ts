@@ -81,12 +81,63 @@ describe('the relay stack', () => {
     ({ template, settings } = synth());
   });
 
-  it('feeds the batch function from the queue with partial batch responses, batch size, window and concurrency from config', () => {
+  it('feeds the batch function from the FIFO queue 10 at a time, with partial batch responses and concurrency from config, and no batching window', () => {
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       FunctionResponseTypes: ['ReportBatchItemFailures'],
-      BatchSize: settings.batchSize,
-      MaximumBatchingWindowInSeconds: settings.batchingWindowSeconds,
+      BatchSize: 10,
+      MaximumBatchingWindowInSeconds: Match.absent(),
       ScalingConfig: { MaximumConcurrency: settings.maxConcurrency },
+    });
+    // Never more than one Mautic call's worth.
+    synth('dev', { batchSize: 5 }).template.hasResourceProperties(
+      'AWS::Lambda::EventSourceMapping',
+      { BatchSize: 5 },
+    );
+  });
+
+  it('lets the batch function gather its batch size itself, for the batching window of the settings', () => {
+    for (const [batchSize, batchingWindowSeconds] of [
+      [200, settings.batchingWindowSeconds],
+      [50, 3],
+    ] as const) {
+      const { template: t } = synth('dev', { batchSize, batchingWindowSeconds });
+      const variables = Object.values(t.findResources('AWS::Lambda::Function')).find(
+        (fn) => fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME === 'batch',
+      )?.Properties.Environment.Variables as Record<string, unknown>;
+      expect(variables).toMatchObject({
+        BATCH_SIZE: String(batchSize),
+        BATCH_WINDOW_SECONDS: String(batchingWindowSeconds),
+      });
+      const config = loadBatchConfig(
+        Object.fromEntries(
+          Object.entries(variables).map(([n, v]) => [n, typeof v === 'string' ? v : 'resolved']),
+        ),
+      );
+      expect(config).toMatchObject({ batchSize, batchWindowSeconds: batchingWindowSeconds });
+    }
+  });
+
+  it('makes the events and dead-letter queues FIFO, deduplicating by explicit id and throttling per message group', () => {
+    const queues = template.findResources('AWS::SQS::Queue');
+    expect(
+      Object.keys(queues)
+        .map((id) => id.replace(/[0-9A-F]{8}$/, ''))
+        .sort(),
+    ).toEqual(['DeadLetterQueue', 'EventsQueue']);
+    for (const queue of Object.values(queues)) {
+      expect(queue.Properties).toMatchObject({
+        FifoQueue: true,
+        ContentBasedDeduplication: false,
+        DeduplicationScope: 'messageGroup',
+        FifoThroughputLimit: 'perMessageGroupId',
+      });
+      // CloudFormation names a FIFO queue itself, with the .fifo suffix SQS requires.
+      expect(queue.Properties.QueueName).toBeUndefined();
+    }
+    const events = Object.values(queues).find((q) => q.Properties.RedrivePolicy);
+    const deadLetterId = Object.keys(queues).find((id) => id.startsWith('DeadLetterQueue'));
+    expect(events?.Properties.RedrivePolicy.deadLetterTargetArn).toEqual({
+      'Fn::GetAtt': [deadLetterId, 'Arn'],
     });
   });
 
@@ -381,6 +432,23 @@ describe('the relay stack', () => {
       ComparisonOperator: 'LessThanThreshold',
     });
     template.resourceCountIs('AWS::SNS::Subscription', 0);
+    // SQS publishes a FIFO queue's metrics under its whole name, .fifo included: the name
+    // CloudFormation gave it.
+    for (const [metric, queue] of [
+      ['ApproximateAgeOfOldestMessage', 'EventsQueue'],
+      ['ApproximateNumberOfMessagesVisible', 'DeadLetterQueue'],
+    ]) {
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/SQS',
+        MetricName: metric,
+        Dimensions: [
+          {
+            Name: 'QueueName',
+            Value: { 'Fn::GetAtt': [Match.stringLikeRegexp(`^${queue}`), 'QueueName'] },
+          },
+        ],
+      });
+    }
     // The relay's own metrics are found where Powertools writes them: the function's namespace
     // and its service name as the `service` dimension.
     const refresh = Object.values(template.findResources('AWS::Lambda::Function')).find(
@@ -524,6 +592,23 @@ describe('environment settings', () => {
         dev: { ...environments.dev, batchSize: 50, batchingWindowSeconds: 0 },
       }),
     ).toThrow('batchSize above 10 needs batchingWindowSeconds of at least 1');
+  });
+
+  it('refuses a batching window longer than a quarter of the batch function timeout', () => {
+    expect(() =>
+      environmentSettings('dev', {
+        dev: { ...environments.dev, batchTimeoutSeconds: 60, batchingWindowSeconds: 16 },
+      }),
+    ).toThrow(
+      'batchingWindowSeconds (16) must be at most a quarter of batchTimeoutSeconds (60), so that the batch it gathers can still be delivered and settled in the invocation; lower the window or raise the timeout',
+    );
+    expect(
+      environmentSettings('dev', {
+        dev: { ...environments.dev, batchTimeoutSeconds: 60, batchingWindowSeconds: 15 },
+      }).batchingWindowSeconds,
+    ).toBe(15);
+    for (const name of Object.keys(environments))
+      expect(() => environmentSettings(name, environments)).not.toThrow();
   });
 
   it('bundles every function locally as ESM with source maps, and each bundle starts with the environment the stack gives it', async () => {

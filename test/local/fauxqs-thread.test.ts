@@ -50,7 +50,14 @@ describe("the fauxqs thread's mapping client", () => {
 
   it('fails a call whose signal is already aborted as an aborted call, without sending it', async () => {
     const { queueUrl } = await queue();
-    await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: 'stays' }));
+    await sqs.send(
+      new SendMessageCommand({
+        QueueUrl: queueUrl,
+        MessageBody: 'stays',
+        MessageGroupId: 'record',
+        MessageDeduplicationId: 'stays',
+      }),
+    );
     const controller = new AbortController();
     controller.abort(new Error('a reason of its own'));
 

@@ -102,6 +102,8 @@ describe.each<[string, () => Setup]>([
       new SendMessageCommand({
         QueueUrl: queueUrl,
         MessageBody: '{"hello":"world"}',
+        MessageGroupId: 'record',
+        MessageDeduplicationId: 'hello',
         MessageAttributes: {
           'relay.reason': { DataType: 'String', StringValue: 'mautic_rejected' },
           blob: { DataType: 'Binary', BinaryValue: bytes },

@@ -61,6 +61,8 @@ async function fixture(
     maxReceiveCount?: number;
     sqs?: SQSClient;
     source?: Partial<SqsEventSourceOptions>;
+    /** Default true, as the local stack's queues; false for what only standard queues allow. */
+    fifo?: boolean;
   } = {},
 ): Promise<Fixture> {
   const sqs = options.sqs ?? local.sqs;
@@ -68,6 +70,7 @@ async function fixture(
     name: uniqueQueueName(),
     maxReceiveCount: options.maxReceiveCount ?? 5,
     visibilityTimeoutSeconds: VISIBILITY_SECONDS,
+    fifo: options.fifo ?? true,
   });
   const handler = options.handler ?? (async () => undefined);
   const recorded: Omit<Fixture, 'pair' | 'source'> = {
@@ -202,6 +205,7 @@ describe('createQueuePair', () => {
       name,
       maxReceiveCount: 3,
       visibilityTimeoutSeconds: 7,
+      fifo: false,
     });
 
     expect(pair.queueArn).toBe(`arn:aws:sqs:us-east-1:000000000000:${name}`);
@@ -225,11 +229,124 @@ describe('createQueuePair', () => {
   });
 });
 
+describe('createQueuePair, FIFO', () => {
+  it('makes FIFO queues by default, with high throughput and no content-based deduplication', async () => {
+    const name = uniqueQueueName('events');
+    const pair = await createQueuePair(local.sqs, {
+      name,
+      maxReceiveCount: 3,
+      visibilityTimeoutSeconds: 7,
+    });
+
+    expect(pair.queueArn).toBe(`arn:aws:sqs:us-east-1:000000000000:${name}.fifo`);
+    expect(pair.deadLetterQueueArn).toBe(`arn:aws:sqs:us-east-1:000000000000:${name}-dlq.fifo`);
+    for (const queueUrl of [pair.queueUrl, pair.deadLetterQueueUrl]) {
+      const { Attributes = {} } = await local.sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['All'] }),
+      );
+      expect(Attributes).toMatchObject({
+        FifoQueue: 'true',
+        ContentBasedDeduplication: 'false',
+        DeduplicationScope: 'messageGroup',
+        FifoThroughputLimit: 'perMessageGroupId',
+      });
+    }
+    const { Attributes: queue = {} } = await local.sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: pair.queueUrl, AttributeNames: ['All'] }),
+    );
+    expect(queue.VisibilityTimeout).toBe('7');
+    expect(JSON.parse(queue.RedrivePolicy ?? '{}')).toEqual({
+      deadLetterTargetArn: pair.deadLetterQueueArn,
+      maxReceiveCount: 3,
+    });
+  });
+});
+
+describe('SqsEventSource from a FIFO queue', () => {
+  it.each([
+    ['a batchSize above 10', { batchSize: 11 }, /batchSize must be at most 10 for a FIFO queue/],
+    ['a batching window', { batchWindowMs: 500 }, /batchWindowMs must be 0 for a FIFO queue/],
+  ])('refuses %s, as Lambda refuses such a mapping', (_name, override, message) => {
+    expect(
+      () =>
+        new SqsEventSource({
+          sqs: local.sqs,
+          queueUrl: 'http://127.0.0.1/000000000000/q.fifo',
+          queueArn: 'arn:aws:sqs:us-east-1:000000000000:q.fifo',
+          handler: async () => undefined,
+          batchSize: 10,
+          batchWindowMs: 0,
+          ...override,
+        }),
+    ).toThrow(message);
+  });
+
+  it("hands a group's messages in order, with their group, deduplication id and sequence number", async () => {
+    const f = await fixture();
+    await sendBodies(local.sqs, f.pair.queueUrl, [
+      { body: 'a1', groupId: 'a', deduplicationId: 'd-a1' },
+      { body: 'b1', groupId: 'b', deduplicationId: 'd-b1' },
+      { body: 'a2', groupId: 'a', deduplicationId: 'd-a2' },
+    ]);
+
+    await f.source.pollOnce();
+
+    const records = f.events[0]?.Records ?? [];
+    expect(records.filter((r) => r.body.startsWith('a')).map((r) => r.body)).toEqual(['a1', 'a2']);
+    expect(sorted(records.map((record) => record.body))).toEqual(['a1', 'a2', 'b1']);
+    for (const record of records) {
+      expect(record.attributes).toMatchObject({
+        MessageGroupId: record.body.slice(0, 1),
+        MessageDeduplicationId: `d-${record.body}`,
+        SequenceNumber: expect.stringMatching(/^\d{20}$/),
+      });
+    }
+  });
+
+  it("runs batches of different groups at once, and hands a group's next message only once its batch is settled", async () => {
+    const running = new Map<string, () => void>();
+    const handed: string[] = [];
+    const f = await fixture({
+      source: { batchSize: 1, maxConcurrency: 2 },
+      handler: async (event) => {
+        const body = event.Records[0]?.body ?? '';
+        handed.push(body);
+        await new Promise<void>((resolve) => running.set(body, resolve));
+        running.delete(body);
+      },
+    });
+    onTestFinished(async () => {
+      for (const release of running.values()) release();
+      await f.source.stop();
+    });
+    await sendBodies(local.sqs, f.pair.queueUrl, [
+      { body: 'a1', groupId: 'a' },
+      { body: 'a2', groupId: 'a' },
+      { body: 'b1', groupId: 'b' },
+    ]);
+    f.source.start();
+
+    await until(() => running.size === 2, 3_000, 'two invocations');
+    expect(sorted(handed)).toEqual(['a1', 'b1']);
+    // A slot is free, but a1 in flight holds its group.
+    running.get('b1')?.();
+    await sleep(500);
+    expect(sorted(handed)).toEqual(['a1', 'b1']);
+    running.get('a1')?.();
+    await until(() => running.has('a2'), 3_000, 'a2 handed');
+    running.get('a2')?.();
+    await until(() => f.reports.length === 3, 3_000, 'three reports');
+
+    expect(handed.filter((body) => body.startsWith('a'))).toEqual(['a1', 'a2']);
+    expect(f.reports.every((report) => report.failed.length === 0)).toBe(true);
+  });
+});
+
 describe('SqsEventSource gathering', () => {
   it('gathers batchSize messages across several ReceiveMessage calls into one invocation', async () => {
     const sqs = ownClient();
     const calls = recordCalls(sqs);
-    const f = await fixture({ sqs, source: { batchSize: 25, batchWindowMs: 5_000 } });
+    const f = await fixture({ sqs, fifo: false, source: { batchSize: 25, batchWindowMs: 5_000 } });
     const sent = await sendBodies(sqs, f.pair.queueUrl, bodies(30));
 
     const started = Date.now();
@@ -259,7 +376,7 @@ describe('SqsEventSource gathering', () => {
   });
 
   it('waits out batchWindowMs when fewer than batchSize arrive, taking what arrives meanwhile', async () => {
-    const f = await fixture({ source: { batchSize: 100, batchWindowMs: 1_200 } });
+    const f = await fixture({ fifo: false, source: { batchSize: 100, batchWindowMs: 1_200 } });
     const early = await sendBodies(local.sqs, f.pair.queueUrl, bodies(3));
     const late = sleep(300).then(() => sendBodies(local.sqs, f.pair.queueUrl, bodies(2)));
 
@@ -276,7 +393,7 @@ describe('SqsEventSource gathering', () => {
   });
 
   it('invokes with what one ReceiveMessage returned when batchWindowMs is 0', async () => {
-    const f = await fixture({ source: { batchSize: 100, batchWindowMs: 0 } });
+    const f = await fixture({ fifo: false, source: { batchSize: 100, batchWindowMs: 0 } });
     await sendBodies(local.sqs, f.pair.queueUrl, bodies(15));
 
     const report = await f.source.pollOnce();
@@ -301,6 +418,7 @@ describe('SqsEventSource records and context', () => {
   it('hands the handler records and a context in Lambda shape', async () => {
     const remaining: number[] = [];
     const f = await fixture({
+      fifo: false,
       source: { functionName: 'relay-batch', functionTimeoutMs: 5_000 },
       handler: async (_event, context) => {
         remaining.push(context.getRemainingTimeInMillis());
@@ -680,6 +798,7 @@ describe('SqsEventSource start and stop', () => {
     const release = deferred<SQSBatchResponse>();
     const f = await fixture({
       sqs,
+      fifo: false,
       source: { batchWindowMs: 300 },
       handler: async () => {
         entered.resolve();

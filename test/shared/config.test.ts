@@ -23,6 +23,7 @@ describe('loadBatchConfig', () => {
       deadLetterQueueUrl: 'https://sqs/dlq',
       refreshFunctionName: 'relay-dev-refresh',
       batchSize: 200,
+      batchWindowSeconds: 1,
       deliveryConcurrency: 2,
       mauticTimeoutMs: undefined,
       tokenCacheSeconds: 30,
@@ -45,6 +46,13 @@ describe('loadBatchConfig', () => {
     });
 
     expect(config).toMatchObject({ batchSize: 50, deliveryConcurrency: 1, maxDelaySeconds: 1 });
+  });
+
+  it('reads the batch window, within 0 to 300 seconds', () => {
+    expect(loadBatchConfig({ ...required, BATCH_WINDOW_SECONDS: '0' }).batchWindowSeconds).toBe(0);
+    expect(() => loadBatchConfig({ ...required, BATCH_WINDOW_SECONDS: '301' })).toThrow(
+      /BATCH_WINDOW_SECONDS must be at most 300/,
+    );
   });
 
   it('names every missing or invalid variable in one error, without its value', () => {

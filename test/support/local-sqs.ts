@@ -1,6 +1,7 @@
 /**
- * fauxqs, the in-process SQS emulator, for tests: start it on a free port, build clients that
- * reach it, and look at queues with the SDK the way an operator would.
+ * fauxqs, the in-process SQS emulator (with its FIFO fixes, infra/local/fauxqs-fifo.ts), for
+ * tests: start it on a free port, build clients that reach it, and look at queues with the SDK
+ * the way an operator would.
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,7 +13,7 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
-import { startFauxqs } from 'fauxqs';
+import { startFauxqsFifoFixed } from '../../infra/local/fauxqs-fifo.ts';
 
 export interface LocalSqs {
   /** `http://127.0.0.1:<port>`. */
@@ -24,7 +25,7 @@ export interface LocalSqs {
 
 /** Starts fauxqs on 127.0.0.1 and a free port. */
 export async function startLocalSqs(): Promise<LocalSqs> {
-  const server = await startFauxqs({ port: 0, logger: false });
+  const server = await startFauxqsFifoFixed({ port: 0, logger: false });
   const endpoint = `http://127.0.0.1:${server.port}`;
   const sqs = sqsClient(endpoint);
   return {
@@ -54,24 +55,45 @@ export function uniqueQueueName(prefix = 'q'): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
 
-/** Sends the bodies (SendMessageBatch in groups of 10) and returns the message ids in order. */
+/** A message for a FIFO queue: its body, its message group and its deduplication id. */
+interface FifoBody {
+  body: string;
+  groupId: string;
+  /** Default: unique per send. */
+  deduplicationId?: string;
+}
+
+/**
+ * Sends the bodies (SendMessageBatch in groups of 10) and returns the message ids in order. On a
+ * FIFO queue (`.fifo`) a bare body is a message group of its own, so the bodies come out as
+ * from a standard queue; a FifoBody (a queue message `queueMessageFor` made fits) names its group.
+ */
 export async function sendBodies(
   sqs: SQSClient,
   queueUrl: string,
-  bodies: ReadonlyArray<string>,
+  bodies: ReadonlyArray<string | FifoBody>,
   messageAttributes?: Record<string, MessageAttributeValue>,
 ): Promise<string[]> {
+  const fifo = queueUrl.endsWith('.fifo');
   const ids: string[] = [];
   for (let start = 0; start < bodies.length; start += 10) {
     const group = bodies.slice(start, start + 10);
     const { Successful = [], Failed = [] } = await sqs.send(
       new SendMessageBatchCommand({
         QueueUrl: queueUrl,
-        Entries: group.map((body, index) => ({
-          Id: String(index),
-          MessageBody: body,
-          ...(messageAttributes === undefined ? {} : { MessageAttributes: messageAttributes }),
-        })),
+        Entries: group.map((entry, index) => {
+          const {
+            body,
+            groupId = randomUUID(),
+            deduplicationId = randomUUID(),
+          } = typeof entry === 'string' ? { body: entry } : entry;
+          return {
+            Id: String(index),
+            MessageBody: body,
+            ...(fifo ? { MessageGroupId: groupId, MessageDeduplicationId: deduplicationId } : {}),
+            ...(messageAttributes === undefined ? {} : { MessageAttributes: messageAttributes }),
+          };
+        }),
       }),
     );
     if (Failed.length > 0) throw new Error(`SendMessageBatch failed: ${JSON.stringify(Failed)}`);
