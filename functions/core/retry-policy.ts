@@ -63,6 +63,20 @@ export const MAX_VISIBILITY_DELAY_SECONDS = 12 * 3600 - 15 * 60;
 const MAX_RECEIVE_COUNT_LIMIT = 1000;
 
 /**
+ * The longest retry horizon: SQS keeps a message at most 14 days from when it was sent, and a
+ * day is left for events that wait in a backlog before their first receive.
+ */
+export const MAX_RETRY_HORIZON_SECONDS = 13 * 86_400;
+
+/**
+ * How long the events queue keeps a message: a day beyond the retry horizon, so a backlog
+ * cannot outlive it, within SQS's 4-day default and 14-day limit.
+ */
+export function queueRetentionSeconds(horizonSeconds: number): number {
+  return Math.min(14 * 86_400, Math.max(4 * 86_400, horizonSeconds + 86_400));
+}
+
+/**
  * The relay's one jitter scheme ("equal jitter"): the delay is drawn from the upper half of the
  * step, never below half of it. AWS's "full jitter" may draw a delay near zero again and again;
  * between receives every early return spends a receive, so no `maxReceiveCount` could be derived

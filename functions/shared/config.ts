@@ -1,7 +1,7 @@
 import * as z from 'zod';
 import { ConfigError } from '../core/errors.ts';
 import { ENTITY_PATTERN } from '../core/events.ts';
-import { type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
+import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
 export const ENV = {
@@ -64,11 +64,6 @@ export const DEFAULTS = Object.freeze({
   retryHorizonSeconds: 86_400,
 });
 
-/**
- * The longest retry horizon: SQS keeps a message at most 14 days from when it was sent, and a
- * day is left for events that wait in a backlog before their first receive.
- */
-export const MAX_RETRY_HORIZON_SECONDS = 13 * 86_400;
 /**
  * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
  * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and

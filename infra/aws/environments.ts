@@ -1,11 +1,12 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as z from 'zod';
 import { ENTITY_PATTERN } from '../../functions/core/events.ts';
-import { retryPolicy } from '../../functions/core/retry-policy.ts';
 import {
-  MAX_DEDUP_WINDOW_SECONDS,
   MAX_RETRY_HORIZON_SECONDS,
-} from '../../functions/shared/config.ts';
+  type RetryPolicy,
+  retryPolicy,
+} from '../../functions/core/retry-policy.ts';
+import { MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
 const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
@@ -98,7 +99,11 @@ const settingsSchema = z.strictObject({
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
 });
 /** One environment's settings and its name, as the stack takes them. */
-export type RelaySettings = z.output<typeof settingsSchema> & { name: string };
+export type RelaySettings = z.output<typeof settingsSchema> & {
+  name: string;
+  /** The retry policy the settings make, `maxReceiveCount` derived. */
+  retry: RetryPolicy;
+};
 
 /**
  * Picks and checks the settings of `-c env=NAME`. A missing or unknown name, or a bad setting,
@@ -138,8 +143,9 @@ export function environmentSettings(name: unknown, environments: unknown): Relay
       `Invalid settings for environment "${name}": batchingWindowSeconds (${result.data.batchingWindowSeconds}) must be at most a quarter of batchTimeoutSeconds (${result.data.batchTimeoutSeconds}), so that the batch it gathers can still be delivered and settled in the invocation; lower the window or raise the timeout`,
     );
   }
+  let retry: RetryPolicy;
   try {
-    retryPolicy({
+    retry = retryPolicy({
       baseSeconds: result.data.retryBaseSeconds,
       maxDelaySeconds: result.data.retryMaxDelaySeconds,
       horizonSeconds: Math.round(result.data.retryHorizonHours * 3600),
@@ -149,5 +155,5 @@ export function environmentSettings(name: unknown, environments: unknown): Relay
       `Invalid settings for environment "${name}": retryHorizonHours, retryMaxDelaySeconds: ${(error as Error).message}`,
     );
   }
-  return { ...result.data, name };
+  return { ...result.data, name, retry };
 }

@@ -3,7 +3,6 @@ import type * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { retryPolicy } from '../../functions/core/retry-policy.ts';
 import { secretNames } from '../../functions/shared/config.ts';
 import { ingestApi } from './api.ts';
 import type { RelaySettings } from './environments.ts';
@@ -38,12 +37,7 @@ export class RelayStack extends Stack {
     // What the stack's deletion, or a replacement, does to the data: queues, the table and the
     // secrets are kept unless the environment's settings let them go.
     const dataPolicy = settings.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
-    // Throws, naming the setting, when the horizon needs more receives than SQS allows.
-    const retry = retryPolicy({
-      baseSeconds: settings.retryBaseSeconds,
-      maxDelaySeconds: settings.retryMaxDelaySeconds,
-      horizonSeconds: Math.round(settings.retryHorizonHours * 3600),
-    });
+    const { retry } = settings;
 
     const queues = relayQueues(this, settings, retry, dataPolicy);
     const secrets = relaySecrets(this, settings.name, dataPolicy);

@@ -2,7 +2,7 @@ import { Duration, type RemovalPolicy, SecretValue, type Stack } from 'aws-cdk-l
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
+import { queueRetentionSeconds, type RetryPolicy } from '../../functions/core/retry-policy.ts';
 import {
   DEDUP_TABLE_KEY,
   DEDUP_TTL_ATTRIBUTE,
@@ -59,9 +59,7 @@ export function relayQueues(
     ...FIFO,
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
-    retentionPeriod: Duration.seconds(
-      Math.min(14 * 86_400, Math.max(4 * 86_400, retry.horizonSeconds + 86_400)),
-    ),
+    retentionPeriod: Duration.seconds(queueRetentionSeconds(retry.horizonSeconds)),
     // AWS: at least 6 times the function timeout, so retries inside it never overlap a redelivery.
     visibilityTimeout: Duration.seconds(6 * settings.batchTimeoutSeconds),
     // Failures that are not the events' own are retried for a horizon of time, not a number of

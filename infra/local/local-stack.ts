@@ -5,7 +5,7 @@ import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
-import { retryPolicy } from '../../functions/core/retry-policy.ts';
+import { MAX_RETRY_HORIZON_SECONDS, retryPolicy } from '../../functions/core/retry-policy.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import {
   commaList,
@@ -17,7 +17,6 @@ import {
   loadBatchConfig,
   loadIngestConfig,
   loadRefreshConfig,
-  MAX_RETRY_HORIZON_SECONDS,
   secretNames,
 } from '../../functions/shared/config.ts';
 import {
