@@ -110,9 +110,10 @@ export class SqsDeliveryQueues implements DeliveryQueues {
           // Nothing now: look again within the window, unless the queue has been quiet too long.
           const quietLeft = quietMs - (now - lastArrival);
           if (now >= until || quietLeft <= 0) done = true;
-          else if (until - now < 1000 || quietMs < 1000) {
-            await sleep(Math.min(SHORT_POLL_PAUSE_MS, until - now, quietLeft));
-          }
+          // Less than a long poll's second left: one more look when the quiet time or the
+          // window ends, not short polls all through it (each is a request).
+          else if (until - now < 1000) await sleep(Math.min(until - now, quietLeft));
+          else if (quietMs < 1000) await sleep(Math.min(SHORT_POLL_PAUSE_MS, quietLeft));
         }
       }
     };

@@ -47,16 +47,22 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
     const own = (messages: QueuedMessage[]) => messages.filter((m) => !handed.has(m.messageId));
     const failures: string[] = [];
     const removals: Array<Promise<void>> = [];
+    // A full hand says there is a backlog: its gathering ends once the queue is quiet. A smaller
+    // one waits the window, gathering what trickles in, as the mapping's window did.
+    const full = event.Records.length >= Math.min(FIFO_HAND_OVER, run.options.batchSize);
+    const rest = run.options.batchSize - event.Records.length;
     let batch: QueuedMessage[] = [
       ...event.Records,
-      ...(await gather(run.options.batchSize - event.Records.length, run, deps)),
+      ...(await gather(rest, run, deps, { quietMs: full ? GATHER_QUIET_MS : undefined })),
     ];
     for (;;) {
       const goOn = batch.length >= run.options.batchSize && deps.clock.now() < run.goOnUntil;
       // Only what the backlog has now: waiting out a window here would hold the handed
       // messages, and so their records, until the invocation ends.
       const next =
-        goOn && !run.signal.aborted ? gather(run.options.batchSize, run, deps, 0) : undefined;
+        goOn && !run.signal.aborted
+          ? gather(run.options.batchSize, run, deps, { windowMs: 0 })
+          : undefined;
       const unsettled = await deliverBatch(batch, run, deps);
       failures.push(...[...handed].filter((messageId) => unsettled.has(messageId)));
       // Deleted while the next batch is delivered: none of its records is in the next batch,
@@ -107,26 +113,33 @@ async function deliverBatch(
   return unsettled;
 }
 
+/** Lambda's mapping hands a function at most this many messages of a FIFO queue. */
+const FIFO_HAND_OVER = 10;
+
 /**
- * Gathering ends when the queue has been quiet this long, before the window does: a sender's
- * request lands within it, and a drained backlog's last messages go out without waiting.
+ * After a full hand, gathering ends once the queue has been quiet this long, before the window
+ * does: the rest of a sender's request lands within it, and a drained backlog's last messages go
+ * out without waiting.
  */
 const GATHER_QUIET_MS = 50;
 
 /**
  * Messages the function receives itself: up to `wanted`, within the batch window (at most a
- * quarter of the time left, so delivery keeps the rest).
+ * quarter of the time left, so delivery keeps the rest), or until the queue is quiet.
  */
 async function gather(
   wanted: number,
   { deadline, options }: Run,
   deps: BatchHandlerDeps,
-  batchWindowMs = options.batchWindowMs,
+  {
+    windowMs = options.batchWindowMs,
+    quietMs,
+  }: { windowMs?: number; quietMs?: number | undefined } = {},
 ) {
   if (wanted <= 0) return [];
   const now = deps.clock.now();
-  const windowMs = Math.min(batchWindowMs, Math.floor((deadline - now) / 4));
-  return deps.queues.receive(wanted, now + windowMs, GATHER_QUIET_MS);
+  const until = now + Math.min(windowMs, Math.floor((deadline - now) / 4));
+  return deps.queues.receive(wanted, until, quietMs);
 }
 
 /** Deletes the messages the function received itself that are settled (delivered or dead-lettered). */

@@ -646,6 +646,42 @@ describe('batch handler, called directly', () => {
     }
   });
 
+  it('after a full hand gathers until the queue is quiet; after a smaller one waits the window', async () => {
+    const sim = await startMauticSimulator();
+    try {
+      const asked: Array<[number, number, number | undefined]> = [];
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        queues: {
+          deadLetter: async () => [],
+          delay: async () => [],
+          receive: async (max, until, quietMs) => {
+            asked.push([max, until - Date.now(), quietMs]);
+            return [];
+          },
+          remove: async () => [],
+        },
+        options: {
+          ...DEFAULT_DELIVERY_OPTIONS,
+          batchSize: 200,
+          maxDelaySeconds: 900,
+          batchWindowMs: 2_000,
+        },
+      });
+      const records = sqsRecords(10);
+
+      await handler({ Records: records }, lambdaContext('batch', 30_000));
+      await handler({ Records: records.slice(0, 3) }, lambdaContext('batch', 30_000));
+
+      expect(asked.map(([max, , quietMs]) => [max, quietMs])).toEqual([
+        [190, 50],
+        [197, undefined],
+      ]);
+      for (const [, windowMs] of asked) expect(windowMs).toBeGreaterThan(1_900);
+    } finally {
+      await sim.close();
+    }
+  });
+
   it('keeps an own message whose dead letter could not be sent: it comes back, nothing is lost', async () => {
     const sim = await startMauticSimulator();
     try {
