@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ChangeMessageVisibilityBatchCommand,
@@ -8,7 +9,8 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues, Logger, QueuedMessage } from '../core/ports.ts';
+import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 /** SQS allows 10 message attributes; these are the relay's own on a dead letter. */
@@ -34,11 +36,17 @@ export class SqsDeliveryQueues implements DeliveryQueues {
   readonly #client: SQSClient;
   readonly #eventsQueueUrl: string;
   readonly #deadLetterQueueUrl: string;
+  readonly #logger: Logger | undefined;
 
-  constructor(client: SQSClient, urls: { eventsQueueUrl: string; deadLetterQueueUrl: string }) {
+  constructor(
+    client: SQSClient,
+    urls: { eventsQueueUrl: string; deadLetterQueueUrl: string },
+    logger?: Logger,
+  ) {
     this.#client = client;
     this.#eventsQueueUrl = urls.eventsQueueUrl;
     this.#deadLetterQueueUrl = urls.deadLetterQueueUrl;
+    this.#logger = logger;
   }
 
   deadLetter(letters: ReadonlyArray<DeadLetter>): Promise<string[]> {
@@ -57,13 +65,16 @@ export class SqsDeliveryQueues implements DeliveryQueues {
               MessageAttributes: deadLetterAttributes(letter),
               // The record's group keeps a redrive in order; the message id is unique per copy,
               // so the dead-letter queue's deduplication never swallows a letter.
-              MessageGroupId: letter.message.attributes.MessageGroupId ?? letter.message.messageId,
+              MessageGroupId: groupOf(letter),
               MessageDeduplicationId: letter.message.messageId,
             })),
           }),
         );
         return notListed(entries, answer.Successful);
       },
+      // One letter of a record per call: a failed entry sent again cannot fall behind a later
+      // letter of its record that went through.
+      { keyOf: groupOf },
     );
   }
 
@@ -88,7 +99,12 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     );
   }
 
-  async receive(max: number, until: number, quietMs = Number.POSITIVE_INFINITY) {
+  async receive(
+    max: number,
+    until: number,
+    quietMs = Number.POSITIVE_INFINITY,
+    holdSeconds?: number,
+  ) {
     const received: QueuedMessage[] = [];
     let wanted = max;
     let done = false;
@@ -100,7 +116,7 @@ export class SqsDeliveryQueues implements DeliveryQueues {
         wanted -= count;
         // A long poll only when it cannot outlast the window or the quiet time.
         const waitMs = Math.min(until - Date.now(), quietMs - (Date.now() - lastArrival));
-        const messages = await this.#receiveOnce(count, waitMs);
+        const messages = await this.#receiveOnce(count, waitMs, holdSeconds);
         if (messages === undefined) done = true;
         received.push(...(messages ?? []));
         wanted += count - (messages?.length ?? count);
@@ -122,7 +138,11 @@ export class SqsDeliveryQueues implements DeliveryQueues {
   }
 
   /** One ReceiveMessage, a long poll for whole seconds left; undefined when the call failed. */
-  async #receiveOnce(count: number, leftMs: number): Promise<QueuedMessage[] | undefined> {
+  async #receiveOnce(
+    count: number,
+    leftMs: number,
+    holdSeconds: number | undefined,
+  ): Promise<QueuedMessage[] | undefined> {
     try {
       const answer = await this.#client.send(
         new ReceiveMessageCommand({
@@ -131,11 +151,23 @@ export class SqsDeliveryQueues implements DeliveryQueues {
           WaitTimeSeconds: Math.max(0, Math.min(MAX_WAIT_SECONDS, Math.floor(leftMs / 1000))),
           MessageSystemAttributeNames: ['All'],
           MessageAttributeNames: ['All'],
+          // Hidden as long as the invocation may hold them, not the queue's 6 × timeout: after a
+          // crash their records wait no longer than that.
+          ...(holdSeconds === undefined ? {} : { VisibilityTimeout: holdSeconds }),
+          // An SDK retry after a lost answer gets the same messages back, rather than leaving
+          // them hidden, and their records blocked, until their visibility runs out.
+          ReceiveRequestAttemptId: randomUUID(),
         }),
       );
       return (answer.Messages ?? []).map(toQueuedMessage);
-    } catch {
-      // The messages in hand are delivered; the queue keeps the rest.
+    } catch (error) {
+      // The messages in hand are delivered; the queue keeps the rest. Said, because receives
+      // that keep failing shrink every batch to the event source's 10.
+      this.#logger?.warn('Could not receive more events; delivering the batch in hand', {
+        event: 'receive_failed',
+        error: error instanceof Error ? error.name : typeof error,
+        code: awsErrorCode(error),
+      });
       return undefined;
     }
   }
@@ -158,7 +190,7 @@ export class SqsDeliveryQueues implements DeliveryQueues {
         );
         return notListed(entries, answer.Successful);
       },
-      true,
+      { concurrently: true },
     );
   }
 
@@ -172,7 +204,7 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     messageIdOf: (item: T) => string,
     sizeOf: (item: T) => number,
     send: (entries: Array<[string, T]>) => Promise<string[]>,
-    concurrently = false,
+    how: { concurrently?: boolean; keyOf?: (item: T) => string } = {},
   ): Promise<string[]> {
     const sendGroup = async (group: T[]): Promise<string[]> => {
       let entries = group.map((item, index): [string, T] => [String(index), item]);
@@ -188,8 +220,8 @@ export class SqsDeliveryQueues implements DeliveryQueues {
       }
       return entries.map(([, item]) => messageIdOf(item));
     };
-    const groups = groupsOf(items, sizeOf);
-    if (concurrently) return (await Promise.all(groups.map(sendGroup))).flat();
+    const groups = groupsOf(items, sizeOf, how.keyOf);
+    if (how.concurrently) return (await Promise.all(groups.map(sendGroup))).flat();
     const failed: string[] = [];
     // One after another: the dead letters of one record keep their order in the queue.
     for (const group of groups) failed.push(...(await sendGroup(group)));
@@ -250,4 +282,9 @@ function toQueuedMessage(message: Message): QueuedMessage {
     attributes: { ...message.Attributes },
     messageAttributes,
   };
+}
+
+/** A letter's message group: its record's, or one of its own for a message that had none. */
+function groupOf(letter: DeadLetter): string {
+  return letter.message.attributes.MessageGroupId ?? letter.message.messageId;
 }

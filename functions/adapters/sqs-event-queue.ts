@@ -40,7 +40,8 @@ export class SqsEventQueue implements EventQueue {
     );
     const after = earlierBatchesOfTheirRecords(batches);
     const last: FailureReason = {};
-    const sent: Array<Promise<void>> = [];
+    /** Per batch: true once queued, false when it was not sent because an earlier one failed. */
+    const sent: Array<Promise<boolean>> = [];
     // BATCHES_IN_FLIGHT at a time: one after another, a 500-event request waited 50 round trips.
     // A batch that cannot be queued fails the request only once every batch in flight settled,
     // so no call is left running after the answer.
@@ -50,9 +51,10 @@ export class SqsEventQueue implements EventQueue {
       while (failure === undefined && next < batches.length) {
         const index = next++;
         sent[index] = (async () => {
-          await Promise.allSettled((after[index] ?? []).map((earlier) => sent[earlier]));
-          if (failure !== undefined) return;
+          const earlier = await Promise.allSettled((after[index] ?? []).map((i) => sent[i]));
+          if (earlier.some((result) => result.status === 'rejected' || !result.value)) return false;
           await this.#enqueueGroup(batches[index] as OutgoingMessage[], messages.length, last);
+          return true;
         })();
         try {
           await sent[index];

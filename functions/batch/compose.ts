@@ -58,7 +58,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       // Delivery always says how long; this is for any other caller.
       defaultWaitMs: TOKEN_POLL.defaultWaitMs,
     }),
-    queues: new SqsDeliveryQueues(edges.sqs, config),
+    queues: new SqsDeliveryQueues(edges.sqs, config, edges.logger),
     retry: config.retry,
     logger: edges.logger,
     metrics: edges.metrics,

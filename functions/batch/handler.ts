@@ -43,9 +43,11 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
   return async (event, context) => {
     const remainingMs = context.getRemainingTimeInMillis();
     const run = { ...timing(remainingMs, deps), goOnUntil: deps.clock.now() + remainingMs / 2 };
-    const handed = new Set(event.Records.map((record) => record.messageId));
-    const own = (messages: QueuedMessage[]) => messages.filter((m) => !handed.has(m.messageId));
-    const failures: string[] = [];
+    // By receipt handle: a handed message retried in this invocation can come back to one of
+    // its own receives under a new handle, and is then its own to delete.
+    const handed = new Set(event.Records.map((record) => record.receiptHandle));
+    const own = (messages: QueuedMessage[]) => messages.filter((m) => !handed.has(m.receiptHandle));
+    let failures: string[] | undefined;
     const removals: Array<Promise<void>> = [];
     // A full hand says there is a backlog: its gathering ends once the queue is quiet. A smaller
     // one waits the window, gathering what trickles in, as the mapping's window did.
@@ -55,28 +57,42 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
       ...event.Records,
       ...(await gather(rest, run, deps, { quietMs: full ? GATHER_QUIET_MS : undefined })),
     ];
+    let lastBatchMs = 0;
     for (;;) {
-      const goOn = batch.length >= run.options.batchSize && deps.clock.now() < run.goOnUntil;
-      // Only what the backlog has now: waiting out a window here would hold the handed
-      // messages, and so their records, until the invocation ends.
-      const next =
-        goOn && !run.signal.aborted
-          ? gather(run.options.batchSize, run, deps, { windowMs: 0 })
-          : undefined;
+      const started = deps.clock.now();
+      // Only what the backlog has now (waiting out a window here would hold the handed messages,
+      // and so their records, until the invocation ends), and only with time to deliver it.
+      const next = goOn(batch, run, started, lastBatchMs)
+        ? gather(run.options.batchSize, run, deps, { windowMs: 0 })
+        : undefined;
       const unsettled = await deliverBatch(batch, run, deps);
-      failures.push(...[...handed].filter((messageId) => unsettled.has(messageId)));
+      failures ??= event.Records.filter((r) => unsettled.has(r.messageId)).map((r) => r.messageId);
       // Deleted while the next batch is delivered: none of its records is in the next batch,
       // whose messages the queue could not hand out while these were in flight.
       removals.push(removeSettled(own(batch), unsettled, deps));
+      lastBatchMs = deps.clock.now() - started;
       batch = next === undefined ? [] : await next;
       if (batch.length === 0) break;
     }
     await Promise.all(removals);
-    return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })) };
+    return {
+      batchItemFailures: (failures ?? []).map((itemIdentifier) => ({ itemIdentifier })),
+    };
   };
 }
 
-type Run = ReturnType<typeof timing>;
+type Run = ReturnType<typeof timing> & { goOnUntil: number };
+
+/**
+ * Whether to gather and deliver another batch after this one: while a backlog lasts (this batch
+ * is full), within the first half of the invocation, and with time left for two batches as long
+ * as the last one took, so that the next is not gathered only to go back to the queue untried.
+ */
+function goOn(batch: QueuedMessage[], run: Run, now: number, lastBatchMs: number): boolean {
+  if (batch.length < run.options.batchSize || run.signal.aborted) return false;
+  const callsUntil = run.deadline - run.options.deadlineMarginMs;
+  return now < run.goOnUntil && callsUntil - now > 2 * lastBatchMs;
+}
 
 /**
  * Delivers one batch and settles it: dead letters sent, retried messages delayed. Answers the
@@ -123,6 +139,9 @@ const FIFO_HAND_OVER = 10;
  */
 const GATHER_QUIET_MS = 50;
 
+/** How much longer than the invocation's time left the function's own messages stay hidden. */
+const HOLD_MARGIN_SECONDS = 30;
+
 /**
  * Messages the function receives itself: up to `wanted`, within the batch window (at most a
  * quarter of the time left, so delivery keeps the rest), or until the queue is quiet.
@@ -139,7 +158,9 @@ async function gather(
   if (wanted <= 0) return [];
   const now = deps.clock.now();
   const until = now + Math.min(windowMs, Math.floor((deadline - now) / 4));
-  return deps.queues.receive(wanted, until, quietMs);
+  // Hidden until the invocation ends and a margin after: a crash gives them back that soon.
+  const holdSeconds = Math.ceil((deadline - now) / 1000) + HOLD_MARGIN_SECONDS;
+  return deps.queues.receive(wanted, until, quietMs, holdSeconds);
 }
 
 /** Deletes the messages the function received itself that are settled (delivered or dead-lettered). */

@@ -219,7 +219,13 @@ export interface DeliveryQueues {
    * Resolves what it received (a failed call ends the receiving, it is not an error: the
    * messages in hand are delivered).
    */
-  receive(max: number, until: number, quietMs?: number): Promise<QueuedMessage[]>;
+  receive(
+    max: number,
+    until: number,
+    quietMs?: number,
+    /** How long to hide what it receives (SQS visibility); the queue's own when absent. */
+    holdSeconds?: number,
+  ): Promise<QueuedMessage[]>;
   /** Deletes messages this function received itself; resolves the message ids not deleted. */
   remove(messages: ReadonlyArray<QueuedMessage>): Promise<string[]>;
 }

@@ -310,6 +310,8 @@ export async function redriveDeadLetters(
   let complete = false;
   for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
     const movedBefore = state.moved;
+    // Records with a letter SQS did not take this round: their later letters wait for the next.
+    const stopped = new Set<string>();
     state.scanned = 0;
     state.matched = state.moved;
     ({ complete } = await scan(
@@ -328,7 +330,7 @@ export async function redriveDeadLetters(
           const due = started + ((state.moved + moving.length) / options.rate) * 1000;
           const wait = due - options.now();
           if (wait > 0) await options.sleep(wait);
-          for (const messageId of await move(sqs, urls, moving)) {
+          for (const messageId of await move(sqs, urls, moving, stopped)) {
             gone.add(messageId);
             state.moved++;
           }
@@ -359,6 +361,44 @@ export async function redriveDeadLetters(
  * the same letter again within SQS's 5-minute window is.
  */
 async function move(
+  sqs: SQSClient,
+  urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
+  letters: Scanned[],
+  stopped: Set<string>,
+): Promise<string[]> {
+  const moved: string[] = [];
+  let pending = letters;
+  // One letter of a record per call, in order, and none after one that did not move: an entry
+  // sent again cannot fall behind a later letter of its record that went through.
+  while (pending.length > 0) {
+    const now: Scanned[] = [];
+    const later: Scanned[] = [];
+    const taken = new Set<string>();
+    for (const letter of pending) {
+      const group = groupOf(letter.message);
+      if (stopped.has(group)) continue;
+      if (taken.has(group)) later.push(letter);
+      else {
+        taken.add(group);
+        now.push(letter);
+      }
+    }
+    const done = new Set(await sendAndDelete(sqs, urls, now));
+    for (const letter of now) {
+      if (done.has(letter.message.MessageId ?? '')) moved.push(letter.message.MessageId ?? '');
+      else stopped.add(groupOf(letter.message));
+    }
+    pending = later;
+  }
+  return moved;
+}
+
+/** A letter's record (message group); one of its own when it has none (a standard queue's). */
+function groupOf(message: Message): string {
+  return message.Attributes?.MessageGroupId ?? message.MessageId ?? '';
+}
+
+async function sendAndDelete(
   sqs: SQSClient,
   urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
   letters: Scanned[],
@@ -395,11 +435,7 @@ async function move(
 }
 
 function fifoIds(message: Message): { MessageGroupId: string; MessageDeduplicationId: string } {
-  const messageId = message.MessageId ?? '';
-  return {
-    MessageGroupId: message.Attributes?.MessageGroupId ?? messageId,
-    MessageDeduplicationId: messageId,
-  };
+  return { MessageGroupId: groupOf(message), MessageDeduplicationId: message.MessageId ?? '' };
 }
 
 /** The attributes the event had on the events queue: the relay's own are dropped. */

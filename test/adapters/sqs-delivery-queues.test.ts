@@ -190,6 +190,25 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
     ]);
   });
 
+  it("sends at most one letter of a record per call, in the record's order", async () => {
+    sqs.on(SendMessageBatchCommand).callsFake(answering());
+    const ofRecord = (n: number) => {
+      const grouped = letter(n);
+      grouped.message = {
+        ...message(n),
+        attributes: { ...message(n).attributes, MessageGroupId: 'r' },
+      };
+      return grouped;
+    };
+
+    await queues().deadLetter([ofRecord(1), letter(2), ofRecord(3)]);
+
+    const calls = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .map((c) => c.args[0].input.Entries?.map((e) => e.MessageDeduplicationId));
+    expect(calls).toEqual([['msg-1', 'msg-2'], ['msg-3']]);
+  });
+
   it('receives up to the number asked, 10 per call, with every attribute', async () => {
     let next = 0;
     sqs.on(ReceiveMessageCommand).callsFake((input: { MaxNumberOfMessages: number }) => ({
@@ -253,6 +272,39 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
     expect(waits.length).toBeGreaterThan(1);
     expect(waits.length).toBeLessThanOrEqual(7);
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_450);
+  });
+
+  it('hides what it receives for the time asked, with an attempt id per call, and says when a receive fails', async () => {
+    let n = 0;
+    sqs.on(ReceiveMessageCommand).callsFake(() => {
+      n++;
+      if (n === 3) throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+      return { Messages: [{ MessageId: `m${n}`, ReceiptHandle: `rh${n}`, Body: '{}' }] };
+    });
+    const warnings: Array<[string, unknown]> = [];
+    const logger = {
+      info() {},
+      warn: (message: string, extra?: unknown) => warnings.push([message, extra]),
+      error() {},
+    };
+    const withLog = new SqsDeliveryQueues(
+      new SQSClient({ region: 'eu-west-1' }),
+      { eventsQueueUrl: 'https://q/events', deadLetterQueueUrl: 'https://q/dlq' },
+      logger,
+    );
+
+    await withLog.receive(30, Date.now() + 5_000, undefined, 40);
+
+    const inputs = sqs.commandCalls(ReceiveMessageCommand).map((c) => c.args[0].input);
+    expect(inputs.every((input) => input.VisibilityTimeout === 40)).toBe(true);
+    const attempts = inputs.map((input) => input.ReceiveRequestAttemptId);
+    expect(new Set(attempts).size).toBe(inputs.length);
+    expect(warnings).toEqual([
+      [
+        'Could not receive more events; delivering the batch in hand',
+        { event: 'receive_failed', error: 'ThrottlingException', code: undefined },
+      ],
+    ]);
   });
 
   it('deletes the messages it was given by their receipt handles', async () => {

@@ -682,6 +682,59 @@ describe('batch handler, called directly', () => {
     }
   });
 
+  it('deletes a handed message that came back to its own receive, under its new receipt handle', async () => {
+    const sim = await startMauticSimulator();
+    try {
+      sim.inject({ path: '/api/companies/batch/new' }, { status: 503, body: '' }, 1);
+      const company = {
+        ...(sqsRecords(1)[0] as ReturnType<typeof sqsRecords>[number]),
+        body: JSON.stringify({
+          v: 1,
+          eventId: 'e0',
+          receivedAt: new Date().toISOString(),
+          sender: 't',
+          entity: 'companies',
+          action: 'create',
+          data: { companyname: 'Acme' },
+        }),
+      };
+      const [, second, third] = sqsRecords(3);
+      const gathers = [[second], [{ ...company, receiptHandle: 'rh0-again' }, third], []];
+      const removed: string[] = [];
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        queues: {
+          deadLetter: async () => [],
+          delay: async () => [],
+          receive: async () => (gathers.shift() ?? []) as QueuedMessage[],
+          remove: async (messages) => {
+            removed.push(...messages.map((m) => m.receiptHandle));
+            return [];
+          },
+        },
+        options: {
+          ...DEFAULT_DELIVERY_OPTIONS,
+          maxAttempts: 1,
+          batchSize: 2,
+          maxDelaySeconds: 900,
+          batchWindowMs: 0,
+        },
+      });
+
+      const response = await handler(
+        { Records: [company] } as never,
+        lambdaContext('batch', 30_000),
+      );
+
+      // Retried in the first batch: back through the event source, once.
+      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
+      // Delivered in the second: deleted by the function, with the handle it came back under.
+      expect(removed.sort()).toEqual(['rh0-again', 'rh1', 'rh2']);
+      expect(sim.records('companies')).toHaveLength(1);
+    } finally {
+      await sim.close();
+    }
+  });
+
   it('keeps an own message whose dead letter could not be sent: it comes back, nothing is lost', async () => {
     const sim = await startMauticSimulator();
     try {

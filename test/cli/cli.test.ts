@@ -556,7 +556,18 @@ describe('redrive --env', () => {
     const { code, out } = await run(['redrive', '--env', 'dev', '--json']);
     expect(code).toBe(EXIT.ok);
     expect(JSON.parse(out)).toEqual({ matched: 12, moved: 12, left: 0 });
-    expect(order).toEqual(['send 10', 'delete 10', 'send 2', 'delete 2']);
+    // One letter of a record per call (three records here, and one letter without a group), each
+    // call's letters deleted once sent.
+    expect(order).toEqual([
+      'send 4',
+      'delete 4',
+      'send 3',
+      'delete 3',
+      'send 3',
+      'delete 3',
+      'send 2',
+      'delete 2',
+    ]);
     const sent = sqs
       .commandCalls(SendMessageBatchCommand)
       .flatMap((c) => c.args[0].input.Entries ?? []);
@@ -581,6 +592,37 @@ describe('redrive --env', () => {
     expect(deleted.map((e) => e.ReceiptHandle)).toEqual(letters.map((l) => l.ReceiptHandle));
   });
 
+  it("moves none of a record's later letters past one SQS did not take", async () => {
+    const letters = dlq(12);
+    // The letter at index 2 (record-2) is refused; record-2's later letters are at 5, 8 and 11.
+    const refused = letters[2]?.MessageId;
+    sqs.on(SendMessageBatchCommand).callsFake((input) => {
+      const entries = input.Entries as Array<{ Id: string; MessageDeduplicationId: string }>;
+      return {
+        Successful: entries
+          .filter((e) => e.MessageDeduplicationId !== refused)
+          .map((e) => ({ Id: e.Id })),
+        Failed: entries
+          .filter((e) => e.MessageDeduplicationId === refused)
+          .map((e) => ({ Id: e.Id, Code: 'InternalError', SenderFault: false })),
+      };
+    });
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+
+    const { code, out } = await run(['redrive', '--env', 'dev', '--json']);
+
+    // Letters left: the command ran and did not finish the job.
+    expect(code).not.toBe(EXIT.ok);
+    expect(JSON.parse(out)).toMatchObject({ matched: 12, moved: 8, left: 4 });
+    const sent = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((c) => c.args[0].input.Entries ?? [])
+      .map((e) => e.MessageDeduplicationId);
+    for (const later of [5, 8, 11]) expect(sent).not.toContain(letters[later]?.MessageId);
+  });
+
   it('on Ctrl-C stops after the batch in hand, says how to finish, and draws progress on a terminal', async () => {
     dlq(25);
     let sends = 0;
@@ -599,7 +641,9 @@ describe('redrive --env', () => {
         interrupted: () => sends >= 1,
       },
     );
-    expect(sends).toBe(1);
+    // The batch in hand, 10 letters of 3 records and one without a group: 3 calls, one letter
+    // of a record each.
+    expect(sends).toBe(3);
     expect(out).toContain('Moved 10 of 10 matching dead letters to the events queue; 0 left.');
     expect(out).toContain('Interrupted: run the same command again to finish.');
     expect(err).toContain('\r[########............] read 10/25, moved 10 of 10 matching');
