@@ -14,6 +14,11 @@ export interface BatchHandlerDeps extends DeliveryDeps {
     maxDelaySeconds: number;
     /** How long the function gathers more messages itself before delivering. */
     batchWindowMs: number;
+    /**
+     * How much longer than the invocation's time left its own messages stay hidden, so that a
+     * crash gives them back soon. @default 30 s
+     */
+    holdMarginSeconds?: number;
   };
 }
 
@@ -159,7 +164,8 @@ async function gather(
   const now = deps.clock.now();
   const until = now + Math.min(windowMs, Math.floor((deadline - now) / 4));
   // Hidden until the invocation ends and a margin after: a crash gives them back that soon.
-  const holdSeconds = Math.ceil((deadline - now) / 1000) + HOLD_MARGIN_SECONDS;
+  const margin = options.holdMarginSeconds ?? HOLD_MARGIN_SECONDS;
+  const holdSeconds = Math.ceil((deadline - now) / 1000) + margin;
   return deps.queues.receive(wanted, until, quietMs, holdSeconds);
 }
 

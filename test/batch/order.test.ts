@@ -21,6 +21,7 @@ import {
   uniqueQueueName,
 } from '../support/local-sqs.ts';
 import { recorder } from '../support/observe.ts';
+import { until } from '../support/until.ts';
 
 // Contract §2, order per record across batches: events of one record take effect in the order
 // the ingest accepted them, whatever the batching, the concurrency of the batch function and the
@@ -103,6 +104,8 @@ interface RelayOptions {
   functionTimeoutMs?: number;
   /** Wraps the Mautic client, e.g. to crash an invocation after a call. */
   api?: (api: MauticBatchApi) => MauticBatchApi;
+  /** Compressed: how long after its invocation's time a crashed invocation's own messages wait. */
+  holdMarginSeconds?: number;
 }
 
 /** The relay's delivery half on fauxqs and a fresh simulator; `send` queues requests as ingest does. */
@@ -139,6 +142,9 @@ async function startRelay(options: RelayOptions) {
       maxDelaySeconds: 30,
       batchSize: options.batchSize,
       batchWindowMs: 50,
+      ...(options.holdMarginSeconds === undefined
+        ? {}
+        : { holdMarginSeconds: options.holdMarginSeconds }),
     },
   });
   let inFlight = 0;
@@ -326,6 +332,52 @@ describe('order per record across batches', () => {
       expect(hung).toHaveLength(1);
       expect(cityOf(relay.sim, 1)).toBe('B');
       expect(cityOf(relay.sim, 'a@x.io')).toBe('B');
+    } finally {
+      for (const resolve of hung) resolve();
+      await relay.stop();
+    }
+  }, 30_000);
+
+  it('keeps a record in order when the invocation dies holding a message it received itself', async () => {
+    let crashes = 1;
+    const hung: Array<() => void> = [];
+    const relay = await startRelay({
+      // The event source hands one; the function receives the second itself (one invocation at
+      // a time, so that no other takes it first).
+      batchSize: 2,
+      handed: 1,
+      concurrency: 1,
+      visibilityTimeoutSeconds: 2,
+      functionTimeoutMs: 1_000,
+      holdMarginSeconds: 1,
+      api: (api) => ({
+        ...api,
+        create: api.create.bind(api),
+        delete: api.delete.bind(api),
+        edit: async (entity, items, call) => {
+          const results = await api.edit(entity, items, call);
+          if (items.length === 2 && crashes-- > 0) {
+            await new Promise<void>((resolve) => hung.push(resolve));
+          }
+          return results;
+        },
+      }),
+    });
+    try {
+      await relay.send([{ entity: 'contacts', action: 'edit', id: 2, data: { city: 'X' } }]);
+      await relay.send([{ entity: 'contacts', action: 'edit', id: 1, data: { city: 'A' } }]);
+      relay.start();
+      // Contact 1's first edit is in the dying invocation's own hands when this one arrives.
+      await until(
+        () => hung.length === 1,
+        10_000,
+        () => 'the invocation never made its call',
+      );
+      await relay.send([{ entity: 'contacts', action: 'edit', id: 1, data: { city: 'B' } }]);
+      await relay.drained();
+
+      expect(cityOf(relay.sim, 1)).toBe('B');
+      expect(cityOf(relay.sim, 2)).toBe('X');
     } finally {
       for (const resolve of hung) resolve();
       await relay.stop();
