@@ -35,6 +35,13 @@ try {
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
 } catch (error) {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  const message = error instanceof Error ? error.message : String(error);
+  // A port in use is the usual first stumble: name the setting that moves it.
+  const hint =
+    // Also when the front's thread reports it: then only its message says so.
+    (error as { code?: unknown }).code === 'EADDRINUSE' || message.includes('EADDRINUSE')
+      ? ' (another process uses the port: set PORT, e.g. PORT=3001 npm start)'
+      : '';
+  process.stderr.write(`${message}${hint}\n`);
   process.exit(1);
 }

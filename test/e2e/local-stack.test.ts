@@ -1,3 +1,8 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { contacts, post, postAs, startRelay, stop, stopRunning } from '../support/relay-process.ts';
 import { until } from '../support/until.ts';
@@ -276,4 +281,25 @@ describe('npm start, end to end', () => {
     expect(delivered).toBeLessThan(output.indexOf('Stopped.'));
     expect(sim.records('contacts')).toHaveLength(3);
   }, 60_000);
+
+  it('names the setting to change when its port is taken', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    const dir = mkdtempSync(join(tmpdir(), 'relay-port-'));
+    try {
+      const started = spawnSync('npm', ['start'], {
+        env: { ...process.env, PORT: String(port), MAUTIC_RELAY_DIR: dir },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      expect(started.status).toBe(1);
+      expect(started.stderr).toContain(`EADDRINUSE`);
+      expect(started.stderr).toContain('set PORT');
+    } finally {
+      taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
 });
