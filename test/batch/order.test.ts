@@ -297,25 +297,14 @@ describe('order per record across batches', () => {
   }, 180_000);
 
   it('keeps a record in order when the batch function dies between its Mautic call and settling', async () => {
-    let crashes = 1;
-    const hung: Array<() => void> = [];
+    const { hung, api } = dyingAfterEdit(() => true);
     const relay = await startRelay({
       batchSize: 1,
       handed: 1,
       concurrency: 2,
       visibilityTimeoutSeconds: 2,
       functionTimeoutMs: 1_000,
-      api: (api) => ({
-        ...api,
-        create: api.create.bind(api),
-        delete: api.delete.bind(api),
-        // The first edit reaches Mautic, then the invocation never answers: the process died.
-        edit: async (entity, items, call) => {
-          const results = await api.edit(entity, items, call);
-          if (crashes-- > 0) await new Promise<void>((resolve) => hung.push(resolve));
-          return results;
-        },
-      }),
+      api,
     });
     try {
       relay.start();
@@ -339,8 +328,8 @@ describe('order per record across batches', () => {
   }, 30_000);
 
   it('keeps a record in order when the invocation dies holding a message it received itself', async () => {
-    let crashes = 1;
-    const hung: Array<() => void> = [];
+    // The call carrying both edits, the handed one and the one the function received itself.
+    const { hung, api } = dyingAfterEdit((items) => items === 2);
     const relay = await startRelay({
       // The event source hands one; the function receives the second itself (one invocation at
       // a time, so that no other takes it first).
@@ -350,18 +339,7 @@ describe('order per record across batches', () => {
       visibilityTimeoutSeconds: 2,
       functionTimeoutMs: 1_000,
       holdMarginSeconds: 1,
-      api: (api) => ({
-        ...api,
-        create: api.create.bind(api),
-        delete: api.delete.bind(api),
-        edit: async (entity, items, call) => {
-          const results = await api.edit(entity, items, call);
-          if (items.length === 2 && crashes-- > 0) {
-            await new Promise<void>((resolve) => hung.push(resolve));
-          }
-          return results;
-        },
-      }),
+      api,
     });
     try {
       await relay.send([{ entity: 'contacts', action: 'edit', id: 2, data: { city: 'X' } }]);
@@ -384,6 +362,27 @@ describe('order per record across batches', () => {
     }
   }, 30_000);
 });
+
+/**
+ * A Mautic client whose first edit call that `dies` picks reaches Mautic, then never answers:
+ * the invocation's process died there. `hung` releases it when the test ends.
+ */
+function dyingAfterEdit(dies: (items: number) => boolean) {
+  let crashes = 1;
+  const hung: Array<() => void> = [];
+  const api = (real: MauticBatchApi): MauticBatchApi => ({
+    create: real.create.bind(real),
+    delete: real.delete.bind(real),
+    edit: async (entity, items, call) => {
+      const results = await real.edit(entity, items, call);
+      if (dies(items.length) && crashes-- > 0) {
+        await new Promise<void>((resolve) => hung.push(resolve));
+      }
+      return results;
+    },
+  });
+  return { hung, api };
+}
 
 /** A contact's city, by id or by email. */
 function cityOf(sim: MauticSimulator, which: number | string): unknown {
