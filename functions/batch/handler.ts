@@ -142,7 +142,7 @@ const FIFO_HAND_OVER = 10;
  * does: the rest of a sender's request lands within it, and a drained backlog's last messages go
  * out without waiting.
  */
-const GATHER_QUIET_MS = 50;
+const GATHER_QUIET_MS = 100;
 
 /** How much longer than the invocation's time left the function's own messages stay hidden. */
 const HOLD_MARGIN_SECONDS = 30;

@@ -673,7 +673,7 @@ describe('batch handler, called directly', () => {
       await handler({ Records: records.slice(0, 3) }, lambdaContext('batch', 30_000));
 
       expect(asked.map(([max, , quietMs]) => [max, quietMs])).toEqual([
-        [190, 50],
+        [190, 100],
         [197, undefined],
       ]);
       for (const [, windowMs] of asked) expect(windowMs).toBeGreaterThan(1_900);
