@@ -40,6 +40,7 @@ import type { QueuedEvent } from '../functions/core/events.ts';
 import { queueMessageFor } from '../functions/core/ingest-steps.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
 import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
+import { LOCAL_DEDUP_TABLE, startLocalDynamoDb } from '../infra/local/dynamodb-local.ts';
 import { startFauxqsThread } from '../infra/local/fauxqs-thread.ts';
 import { lambdaContext } from '../infra/local/lambda-context.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
@@ -134,6 +135,11 @@ async function drain(): Promise<DrainResult> {
       new CreateSecretCommand({ Name: tokenSecretId, SecretString: JSON.stringify(token) }),
     );
 
+    // The action ledger's table, as the local stack has it (dynalite).
+    const dynamodb = await startLocalDynamoDb();
+    stops.push(() => dynamodb.close());
+    await dynamodb.createDedupTable(LOCAL_DEDUP_TABLE);
+
     // The queue emulator on a thread of its own, as the local stack runs it.
     const fauxqs = await startFauxqsThread();
     stops.push(() => fauxqs.stop());
@@ -174,10 +180,12 @@ async function drain(): Promise<DrainResult> {
           [ENV.BATCH_SIZE]: String(BATCH_SIZE),
           [ENV.BATCH_WINDOW_SECONDS]: String(BATCH_WINDOW_MS / 1000),
           [ENV.TOKEN_CACHE_SECONDS]: String(TOKEN_CACHE_MS / 1000),
+          [ENV.DEDUP_TABLE_NAME]: LOCAL_DEDUP_TABLE,
         }),
         {
           secrets,
           sqs: local.sqs,
+          dynamodb: dynamodb.client,
           // No refresher runs in the bench: a token refresh would be a bug in it.
           refresher: {
             refreshNow: async ({ reason }) => {

@@ -2,10 +2,12 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery.ts';
@@ -22,6 +24,8 @@ const LAMBDA_MAX_TIMEOUT_MS = 900_000;
 export interface BatchEdges {
   secrets: SecretsManagerClient;
   sqs: SQSClient;
+  /** The de-duplication table's client, for the action ledger. */
+  dynamodb: DynamoDBClient;
   /** The token refresher, run synchronously: a RequestResponse invoke in the cloud, a call locally. */
   refresher: RefreshRequester;
   logger: Logger;
@@ -59,6 +63,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       defaultWaitMs: TOKEN_POLL.defaultWaitMs,
     }),
     queues: new SqsDeliveryQueues(edges.sqs, config, edges.logger),
+    ledger: new DynamoDbActionLedger(edges.dynamodb, config.actionLedgerTableName, { clock }),
     retry: config.retry,
     logger: edges.logger,
     metrics: edges.metrics,

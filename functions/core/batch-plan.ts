@@ -1,5 +1,14 @@
+import { createHash } from 'node:crypto';
 import { type MergeState, mergeEvents, mergeStateOf } from './event-merge.ts';
-import { type Action, type QueuedEvent, recordKey } from './events.ts';
+import {
+  type Action,
+  type ContactMatch,
+  contactMatch,
+  isContactAction,
+  type QueuedEvent,
+  recordKey,
+} from './events.ts';
+import type { ActionFields } from './ports.ts';
 
 /** One queued event and the SQS message that carried it. */
 export interface IncomingEvent {
@@ -16,7 +25,11 @@ export interface RecordRef {
   entity: string;
   action: Action;
   key: string | undefined;
-  /** A contact edit that sets `email`: Mautic may merge another contact into it (docs/mautic.md §5.1). */
+  /**
+   * A contact edit that sets `email` (Mautic may merge another contact into it, docs/mautic.md
+   * §5.1) or a field that a `match` of the batch names: which contact a reference names may
+   * change with it.
+   */
   barrier: boolean;
 }
 
@@ -25,8 +38,14 @@ export interface PlannedItem {
   messageIds: string[];
   /** The record's fields (create), or its id and fields (edit). Empty for delete. */
   payload: Record<string, unknown>;
-  /** The Mautic record id (edit, delete). */
+  /** The Mautic record id (edit, delete, actions): given, or resolved from `match`. */
   id?: number;
+  /** How the event names its contact when not by id (contract §5): resolved before the call. */
+  match?: ContactMatch;
+  /** An integrator action's own fields (contract §5). */
+  fields?: ActionFields;
+  /** The key under which a non-idempotent action is claimed in the ledger (`addPoints`). */
+  ledgerKey?: string;
   record: RecordRef;
   /**
    * When several events were merged into this item: each of them as an item of its own, in
@@ -63,7 +82,14 @@ export function mustFollow(later: RecordRef, earlier: RecordRef): boolean {
   if (later.entity !== earlier.entity) return false;
   if (later.barrier || earlier.barrier) return true;
   if ((later.action === 'create') !== (earlier.action === 'create')) return true;
+  // A contact named by id and one named by `match`, or by two match fields, may be one contact.
+  if (later.action !== 'create' && keyKind(later.key) !== keyKind(earlier.key)) return true;
   return later.key !== undefined && later.key === earlier.key;
+}
+
+/** How a key names its record: `id`, `email` or another match field. */
+function keyKind(key: string | undefined): string {
+  return key?.slice(0, key.indexOf(' ')) ?? '';
 }
 
 /**
@@ -88,11 +114,12 @@ export function planBatches(events: ReadonlyArray<IncomingEvent>, batchSize: num
     throw new TypeError('Expected `batchSize` to be a positive integer.');
   }
   const planners = new Map<string, EntityPlanner>();
+  const matchFields = new Set(events.flatMap(({ event }) => contactMatch(event)?.field ?? []));
   for (const unique of uniqueEvents(events)) {
     const { entity } = unique.event;
     let planner = planners.get(entity);
     if (!planner) {
-      planner = new EntityPlanner(entity);
+      planner = new EntityPlanner(entity, matchFields);
       planners.set(entity, planner);
     }
     planner.add(unique);
@@ -124,7 +151,8 @@ function uniqueEvents(events: ReadonlyArray<IncomingEvent>): UniqueEvent[] {
 }
 
 function contentOf(event: QueuedEvent): string {
-  return JSON.stringify([event.entity, event.action, event.id, event.data]);
+  const { v: _v, eventId: _id, receivedAt: _at, sender: _sender, ...content } = event;
+  return JSON.stringify(Object.entries(content).sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 
 interface Slot {
@@ -150,28 +178,28 @@ class EntityPlanner {
   #lastOther = -1;
   #lastAny = -1;
   #lastBarrier = -1;
+  /** The last phase naming a record each way (`keyKind`): other ways may name the same one. */
+  readonly #lastByKind = new Map<string, number>();
   readonly #lastByKey = new Map<string, number>();
+  readonly #matchFields: ReadonlySet<string>;
 
-  constructor(entity: string) {
+  constructor(entity: string, matchFields: ReadonlySet<string>) {
     this.#entity = entity;
+    this.#matchFields = matchFields;
   }
 
   add({ messageIds, event }: UniqueEvent): void {
-    const record = recordOf(event);
+    const record = recordOf(event, this.#matchFields);
     const merge = mergeStateOf(event);
     // What a barrier does to other contacts is not a field write: it takes no other event.
     if (record.barrier) merge.mergeable = false;
-    const single: PlannedItem = {
-      messageIds: [...messageIds],
-      payload: payloadOf(event, { ...event.data }),
-      ...(event.action === 'create' || event.id === undefined ? {} : { id: event.id }),
-      record,
-    };
+    const single = singleItem(messageIds, event, record);
     // The last phase holding an event this one must follow.
     const after = Math.max(
       this.#lastBarrier,
       record.barrier ? this.#lastAny : -1,
       record.action === 'create' ? this.#lastOther : this.#lastCreate,
+      record.action === 'create' ? -1 : this.#lastOfOtherKinds(record.key),
       record.key === undefined ? -1 : (this.#lastByKey.get(record.key) ?? -1),
     );
 
@@ -211,9 +239,20 @@ class EntityPlanner {
     if (record.barrier) this.#lastBarrier = Math.max(this.#lastBarrier, phase);
     if (record.action === 'create') this.#lastCreate = Math.max(this.#lastCreate, phase);
     else this.#lastOther = Math.max(this.#lastOther, phase);
+    if (record.action !== 'create') {
+      const kind = keyKind(record.key);
+      this.#lastByKind.set(kind, Math.max(this.#lastByKind.get(kind) ?? -1, phase));
+    }
     if (record.key !== undefined) {
       this.#lastByKey.set(record.key, Math.max(this.#lastByKey.get(record.key) ?? -1, phase));
     }
+  }
+
+  #lastOfOtherKinds(key: string | undefined): number {
+    const kind = keyKind(key);
+    let last = -1;
+    for (const [other, phase] of this.#lastByKind) if (other !== kind) last = Math.max(last, phase);
+    return last;
   }
 
   chunks(batchSize: number): Chunk[] {
@@ -233,10 +272,11 @@ class EntityPlanner {
   }
 }
 
-function recordOf(event: QueuedEvent): RecordRef {
+function recordOf(event: QueuedEvent, matchFields: ReadonlySet<string>): RecordRef {
   const key = recordKey(event);
   if (event.action === 'create')
     return { entity: event.entity, action: 'create', key, barrier: false };
+  const data = event.data ?? {};
   return {
     entity: event.entity,
     action: event.action,
@@ -244,13 +284,53 @@ function recordOf(event: QueuedEvent): RecordRef {
     barrier:
       event.entity === 'contacts' &&
       event.action === 'edit' &&
-      event.data !== undefined &&
-      Object.hasOwn(event.data, 'email'),
+      Object.keys(data).some((field) => field === 'email' || matchFields.has(field)),
   };
 }
 
+/** The event as an item of its own. */
+function singleItem(messageIds: string[], event: QueuedEvent, record: RecordRef): PlannedItem {
+  const match = contactMatch(event);
+  const { segmentId, campaignId, companyId, points } = event;
+  return {
+    messageIds: [...messageIds],
+    payload: payloadOf(event, { ...event.data }),
+    ...(event.action === 'create' || event.id === undefined ? {} : { id: event.id }),
+    ...(match ? { match } : {}),
+    ...(isContactAction(event.action)
+      ? { fields: { segmentId, campaignId, companyId, points, ...dncOf(event) } }
+      : {}),
+    ...(event.action === 'addPoints' ? { ledgerKey: ledgerKeyOf(event) } : {}),
+    record,
+  };
+}
+
+/** Do Not Contact as Mautic's contact item takes it (reference §11.5): reason 0 lifts it. */
+function dncOf(event: QueuedEvent): ActionFields {
+  if (event.action !== 'addDoNotContact' && event.action !== 'removeDoNotContact') return {};
+  const reason = event.action === 'removeDoNotContact' ? 0 : DNC_REASONS[event.reason ?? 'manual'];
+  return {
+    doNotContact: {
+      channel: event.channel ?? 'email',
+      reason,
+      ...(event.comments === undefined ? {} : { comments: event.comments }),
+    },
+  };
+}
+
+const DNC_REASONS = { unsubscribed: 1, bounced: 2, manual: 3 } as const;
+
+/** The event's ledger key: its sender and id, hashed so neither can be read back or collide. */
+function ledgerKeyOf(event: QueuedEvent): string {
+  const digest = createHash('sha256').update(JSON.stringify([event.sender, event.eventId]));
+  return `${event.action} ${digest.digest('hex')}`;
+}
+
 function payloadOf(event: QueuedEvent, fields: Record<string, unknown>): Record<string, unknown> {
-  if (event.action === 'delete') return {};
+  if (event.action !== 'create' && event.action !== 'edit') return {};
   // Spread, not Object.assign: a `__proto__` key in the data must stay a plain field.
-  return { ...fields, ...(event.action === 'edit' ? { id: event.id } : {}) };
+  return {
+    ...fields,
+    ...(event.action === 'edit' && event.id !== undefined ? { id: event.id } : {}),
+  };
 }

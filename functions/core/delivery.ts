@@ -1,18 +1,23 @@
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
+import { ContactReferences, resolution, roundsByContact } from './contact-refs.ts';
+import { deliverOnce, recordCall, recordLookup, sendChunk } from './delivery-calls.ts';
 import { describeError } from './errors.ts';
 import {
+  ambiguousAction,
   type CallSituation,
+  type Decision,
   decideAfterFailure,
   decideItem,
   heldBehind,
-  isUnexpected,
   type MessageOutcome,
   NO_TOKEN,
   noCallNow,
   type RunHalt,
+  surelyNotApplied,
   unrepeatable,
 } from './failure-policy.ts';
 import type {
+  ActionLedger,
   Clock,
   ItemResult,
   Logger,
@@ -49,6 +54,8 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
 /** What the delivery talks to. */
 export interface DeliveryDeps {
   api: MauticBatchApi;
+  /** Where non-idempotent actions (`addPoints`) are claimed before their call (contract §2). */
+  ledger: ActionLedger;
   /** Waits (bounded by the deadline) for the refresher when the token is missing or refused. */
   tokens: TokenSource;
   logger: Logger;
@@ -79,6 +86,12 @@ export interface DeliveryDeps {
  * What a failed call leads to (a token renewal, a split, a backoff, a settlement, a halt of the
  * run) is decided by `failure-policy.ts`; this module carries the decisions out. A token that
  * cannot be had before the deadline leaves the items to the queue (`no_token`).
+ *
+ * Contacts named by `match` are resolved chunk by chunk, after the chunks before them (so a
+ * contact the batch creates is found), with one lookup for every reference the run still needs
+ * (contact-refs.ts). The integrator actions go out in bulk where Mautic has a bulk form (segment
+ * adds, Do Not Contact through batch edit) and one call per event elsewhere; `addPoints` is
+ * claimed in the ledger first and never sent again once its outcome cannot be known.
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -87,7 +100,7 @@ export async function deliverChunks(
   options: DeliveryOptions = DEFAULT_DELIVERY_OPTIONS,
   signal?: AbortSignal,
 ): Promise<Map<string, MessageOutcome>> {
-  const run = new DeliveryRun(deadline, deps, options, signal);
+  const run = new DeliveryRun(chunks, deadline, deps, options, signal);
   const byEntity = new Map<string, Chunk[]>();
   for (const chunk of chunks)
     byEntity.set(chunk.entity, [...(byEntity.get(chunk.entity) ?? []), chunk]);
@@ -103,23 +116,32 @@ export async function deliverChunks(
   return run.outcomes;
 }
 
+/** What an attempt at one call came to: its answer, a split to carry out, or settled items. */
+type Attempt<T> =
+  | { kind: 'answered'; answer: T; items: PlannedItem[]; started: number }
+  | { kind: 'split'; decision: Decision & { kind: 'split' }; items: PlannedItem[] }
+  | { kind: 'settled' };
+
 /** The state of one delivery run, and the carrying out of the failure policy's decisions. */
 class DeliveryRun {
   readonly outcomes = new Map<string, MessageOutcome>();
   /** The records of items left to the queue: later items that must follow them wait. */
   readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
   readonly #halt: RunHalt = {};
+  readonly #refs: ContactReferences;
   readonly #deadline: number;
   readonly #deps: DeliveryDeps;
   readonly #options: DeliveryOptions;
   readonly #signal: AbortSignal | undefined;
 
   constructor(
+    chunks: ReadonlyArray<Chunk>,
     deadline: number,
     deps: DeliveryDeps,
     options: DeliveryOptions,
     signal: AbortSignal | undefined,
   ) {
+    this.#refs = new ContactReferences(chunks);
     this.#deadline = deadline;
     this.#deps = deps;
     this.#options = options;
@@ -128,8 +150,28 @@ class DeliveryRun {
 
   async deliverChunk(chunk: Chunk): Promise<void> {
     // Items of one chunk never follow each other, so one check at its start covers them all.
-    const ready = chunk.items.filter((item) => !this.#blocked(item));
-    await this.#deliverInCalls(chunk, ready, this.#limit());
+    let ready = chunk.items.filter((item) => !this.#blocked(item));
+    if (ready.some((item) => item.match !== undefined)) ready = await this.#resolve(chunk, ready);
+    for (const round of roundsByContact(ready)) await this.#deliverAction(chunk, round);
+    this.#refs.after(chunk, chunk.items, this.outcomes);
+  }
+
+  /** The chunk's action, in bulk where Mautic has a bulk form, else one call per event. */
+  async #deliverAction(chunk: Chunk, items: PlannedItem[]): Promise<void> {
+    const { action } = chunk;
+    if (['create', 'edit', 'delete', 'addDoNotContact', 'removeDoNotContact'].includes(action)) {
+      return this.#deliverInCalls(chunk, items, this.#limit());
+    }
+    if (action === 'addToSegment') {
+      const bySegment = Map.groupBy(items, (item) => item.fields?.segmentId);
+      for (const segment of bySegment.values())
+        await this.#deliverInCalls(chunk, segment, this.#limit());
+      return;
+    }
+    for (const item of items) {
+      if (action === 'addPoints') await this.#deliverOnce(chunk, item);
+      else await this.#deliverItems(chunk, [item]);
+    }
   }
 
   async #deliverInCalls(chunk: Chunk, items: PlannedItem[], size: number): Promise<void> {
@@ -146,8 +188,77 @@ class DeliveryRun {
     return true;
   }
 
+  /**
+   * Gives each item named by `match` its contact's id, looking up what the run has not resolved
+   * yet; settles the items whose reference names no contact or several. Returns the rest.
+   */
+  async #resolve(chunk: Chunk, items: PlannedItem[]): Promise<PlannedItem[]> {
+    const unresolved = items.filter((item) => this.#refs.unresolved(item));
+    if (unresolved.length > 0) {
+      const byField = this.#refs.toLookUp(unresolved);
+      const values = [...byField.values()].reduce((sum, list) => sum + list.length, 0);
+      const attempt = await this.#attempt(chunk, unresolved, async (accessToken) => {
+        const call = { accessToken, signal: this.#signal };
+        for (const [field, wanted] of byField)
+          this.#refs.learn(field, await this.#deps.api.findContacts(field, wanted, call));
+      });
+      if (attempt.kind === 'split')
+        this.#settle(attempt.items, { kind: 'retry', reason: 'lookup_refused' });
+      if (attempt.kind === 'answered') recordLookup(this.#deps, attempt.started, values);
+    }
+    return items.filter((item) => {
+      if (item.match === undefined) return true;
+      const ids = this.#refs.idsOf(item);
+      if (ids === undefined) return false; // settled with its failed lookup
+      const resolved = resolution(item, chunk.action, ids);
+      if ('outcome' in resolved) {
+        this.#settle([item], resolved.outcome);
+        return false;
+      }
+      for (const part of [item, ...(item.parts ?? [])]) part.id = resolved.id;
+      return true;
+    });
+  }
+
+  /** A non-idempotent action, at most once per event (`deliverOnce`). */
+  async #deliverOnce(chunk: Chunk, item: PlannedItem): Promise<void> {
+    const early = await deliverOnce(this.#deps, item.ledgerKey ?? '', chunk.action, async () => {
+      await this.#deliverItems(chunk, [item], true);
+      return this.outcomes.get(item.messageIds[0] ?? '');
+    });
+    if (early) this.#settle([item], early);
+  }
+
   /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
-  async #deliverItems(chunk: Chunk, items: PlannedItem[]): Promise<void> {
+  async #deliverItems(chunk: Chunk, items: PlannedItem[], once = false): Promise<void> {
+    const attempt = await this.#attempt(
+      chunk,
+      items,
+      (token) =>
+        sendChunk(this.#deps.api, chunk, items, { accessToken: token, signal: this.#signal }),
+      once,
+    );
+    if (attempt.kind === 'split') {
+      if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
+      return this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
+    }
+    if (attempt.kind === 'answered') {
+      recordCall(this.#deps, chunk, attempt.items, attempt.started, attempt.answer, this.#limit());
+      await this.#settleResults(chunk, attempt.items, attempt.answer);
+    }
+  }
+
+  /**
+   * Makes one call until it is answered or the failure policy settles the items (or splits
+   * them). `once`: the call is not idempotent, so a failure that may have been applied settles
+   * the items as `ambiguous_result` instead of calling again.
+   */
+  async #attempt<T>(
+    chunk: Chunk,
+    items: PlannedItem[],
+    send: (accessToken: string) => Promise<T>,
+    once = false,
+  ): Promise<Attempt<T>> {
     let token: CallSituation['token'] = 'cached';
     let refused: string | undefined;
     for (let attempt = 1; ; ) {
@@ -157,39 +268,44 @@ class DeliveryRun {
         this.#callsUntil(),
         this.#aborted(),
       );
-      if (stopped) return this.#settle(items, stopped);
+      if (stopped) return this.#settled(items, stopped);
       const accessToken = await this.#accessToken(token, refused);
-      if (accessToken === undefined) return this.#settle(items, NO_TOKEN);
+      if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
       const started = this.#deps.clock.now();
-      let results: ItemResult[];
       try {
-        results = await this.#call(chunk, items, accessToken);
+        return { kind: 'answered', answer: await send(accessToken), items, started };
       } catch (error) {
-        this.#record(chunk, items, started, error);
+        recordCall(this.#deps, chunk, items, started, error, this.#limit());
+        if (once && !surelyNotApplied(error)) {
+          return this.#settled(
+            items,
+            ambiguousAction(chunk.action, `its answer cannot tell (${describeError(error)})`),
+          );
+        }
         items = this.#setAsideUnrepeatable(chunk, items, error);
-        if (items.length === 0) return;
+        if (items.length === 0) return { kind: 'settled' };
         const decision = decideAfterFailure(error, this.#situation(chunk, items, attempt, token));
         if (decision.kind === 'renew_token') {
           if (decision.token === 'refused') refused = accessToken;
           token = decision.token;
-          continue;
-        }
-        if (decision.kind === 'call_again') {
+        } else if (decision.kind === 'call_again') {
           await this.#deps.sleep(decision.afterMs);
           attempt++;
-          continue;
+        } else if (decision.kind === 'split') {
+          return { kind: 'split', decision, items };
+        } else {
+          if (decision.alert)
+            this.#deps.logger.error(decision.alert.message, decision.alert.details);
+          Object.assign(this.#halt, decision.halt);
+          return this.#settled(items, decision.outcome);
         }
-        if (decision.kind === 'split') {
-          if (decision.learnedLimit !== undefined) this.#learn(decision.learnedLimit);
-          return this.#deliverInCalls(chunk, items, decision.size);
-        }
-        if (decision.alert) this.#deps.logger.error(decision.alert.message, decision.alert.details);
-        Object.assign(this.#halt, decision.halt);
-        return this.#settle(items, decision.outcome);
       }
-      this.#record(chunk, items, started, results);
-      return this.#settleResults(chunk, items, results);
     }
+  }
+
+  #settled(items: PlannedItem[], outcome: MessageOutcome): Attempt<never> {
+    this.#settle(items, outcome);
+    return { kind: 'settled' };
   }
 
   /** The access token for a call; undefined when none can be had before the deadline. */
@@ -249,61 +365,6 @@ class DeliveryRun {
       // Each event alone, in order, each after the one before.
       for (const part of item.parts ?? []) {
         if (!this.#blocked(part)) await this.#deliverItems(chunk, [part]);
-      }
-    }
-  }
-
-  #call(chunk: Chunk, items: PlannedItem[], accessToken: string): Promise<ItemResult[]> {
-    const call = { accessToken, signal: this.#signal };
-    if (chunk.action === 'create')
-      return this.#deps.api.create(
-        chunk.entity,
-        items.map((item) => item.payload),
-        call,
-      );
-    if (chunk.action === 'edit') {
-      return this.#deps.api.edit(
-        chunk.entity,
-        items.map((item) => ({ ...item.payload, id: item.id ?? 0 })),
-        call,
-      );
-    }
-    return this.#deps.api.delete(
-      chunk.entity,
-      items.map((item) => item.id ?? 0),
-      call,
-    );
-  }
-
-  /** One log line and the call metrics per Mautic call: ids and statuses, never record contents. */
-  #record(
-    chunk: Chunk,
-    items: PlannedItem[],
-    started: number,
-    answer: ItemResult[] | unknown,
-  ): void {
-    const durationMs = this.#deps.clock.now() - started;
-    const { metrics, logger } = this.#deps;
-    metrics.addMetric('MauticCalls', 'Count', 1);
-    metrics.addMetric('MauticLatency', 'Milliseconds', durationMs);
-    metrics.addMetric('BatchFill', 'Percent', (100 * items.length) / this.#limit());
-    const line = { entity: chunk.entity, action: chunk.action, items: items.length, durationMs };
-    if (Array.isArray(answer)) {
-      const statuses: Record<string, number> = {};
-      for (const result of answer as ItemResult[])
-        statuses[result.status] = (statuses[result.status] ?? 0) + 1;
-      const ids = (answer as ItemResult[]).flatMap((result) =>
-        result.kind === 'delivered' ? [result.id] : [],
-      );
-      logger.info('Mautic call', { event: 'mautic_call', ...line, statuses, ids });
-    } else {
-      logger.warn('Mautic call failed', {
-        event: 'mautic_call_failed',
-        ...line,
-        error: describeError(answer),
-      });
-      if (isUnexpected(answer)) {
-        logger.error('Unexpected error delivering to Mautic', { error: describeError(answer) });
       }
     }
   }

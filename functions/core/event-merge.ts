@@ -43,7 +43,10 @@ export function mergeStateOf(event: QueuedEvent): MergeState {
   return {
     entity: event.entity,
     action: event.action,
-    mergeable: event.action === 'delete' || isMergeable(event.entity, data),
+    // An integrator action is an operation, not a field write: it takes no other event.
+    mergeable:
+      event.action === 'delete' ||
+      ((event.action === 'create' || event.action === 'edit') && isMergeable(event.entity, data)),
     overwriteWithBlank,
     fields: { ...data },
   };

@@ -2,9 +2,57 @@ import * as z from 'zod';
 
 /** A Mautic API path name (contract §1): `contacts`, `companies`, `segments`, … */
 export const ENTITY_PATTERN = /^[a-z][a-zA-Z]{1,63}$/;
+/** A contact field alias as Mautic makes them (`email`, `crm_id`): what `match` may name. */
+export const CONTACT_FIELD_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
 
-const ACTIONS = ['create', 'edit', 'delete'] as const;
-export type Action = (typeof ACTIONS)[number];
+/** The writes of Mautic's batch API, for any entity. */
+const RECORD_ACTIONS = ['create', 'edit', 'delete'] as const;
+
+/**
+ * The integrator actions on contacts (contract §5) and the fields each takes beside `entity`,
+ * `action`, `id`/`match` and `eventId`; a field in `required` must be given.
+ */
+export const CONTACT_ACTIONS = {
+  addToSegment: { fields: ['segmentId'], required: ['segmentId'] },
+  removeFromSegment: { fields: ['segmentId'], required: ['segmentId'] },
+  addToCampaign: { fields: ['campaignId'], required: ['campaignId'] },
+  removeFromCampaign: { fields: ['campaignId'], required: ['campaignId'] },
+  addDoNotContact: { fields: ['channel', 'reason', 'comments'], required: [] },
+  removeDoNotContact: { fields: ['channel'], required: [] },
+  addPoints: { fields: ['points'], required: ['points'] },
+  linkCompany: { fields: ['companyId'], required: ['companyId'] },
+  unlinkCompany: { fields: ['companyId'], required: ['companyId'] },
+} as const satisfies Record<string, { fields: readonly string[]; required: readonly string[] }>;
+export type ContactAction = keyof typeof CONTACT_ACTIONS;
+const ACTIONS = [...RECORD_ACTIONS, ...(Object.keys(CONTACT_ACTIONS) as ContactAction[])] as [
+  Action,
+  ...Action[],
+];
+export type Action = (typeof RECORD_ACTIONS)[number] | ContactAction;
+
+export function isContactAction(action: Action): action is ContactAction {
+  return Object.hasOwn(CONTACT_ACTIONS, action);
+}
+
+/** Every action field, each with its own type; which action takes which is `CONTACT_ACTIONS`. */
+const ACTION_FIELD_SCHEMAS = {
+  segmentId: z.number().int().positive(),
+  campaignId: z.number().int().positive(),
+  companyId: z.number().int().positive(),
+  channel: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]{0,63}$/, 'must be a Mautic channel name such as "email"'),
+  reason: z.enum(['manual', 'unsubscribed', 'bounced']),
+  comments: z.string().max(255),
+  // Mautic's points column is a signed 32-bit integer.
+  points: z
+    .number()
+    .int()
+    .min(-2_147_483_647)
+    .max(2_147_483_647)
+    .refine((points) => points !== 0, 'must not be 0'),
+};
+const ACTION_FIELDS = Object.keys(ACTION_FIELD_SCHEMAS) as Array<keyof typeof ACTION_FIELD_SCHEMAS>;
 
 const eventFields = {
   entity: z
@@ -16,6 +64,14 @@ const eventFields = {
   action: z.enum(ACTIONS),
   data: z.record(z.string(), z.unknown()).optional(),
   id: z.number().int().positive().optional(),
+  match: z.record(z.string(), z.unknown()).optional(),
+  segmentId: ACTION_FIELD_SCHEMAS.segmentId.optional(),
+  campaignId: ACTION_FIELD_SCHEMAS.campaignId.optional(),
+  companyId: ACTION_FIELD_SCHEMAS.companyId.optional(),
+  channel: ACTION_FIELD_SCHEMAS.channel.optional(),
+  reason: ACTION_FIELD_SCHEMAS.reason.optional(),
+  comments: ACTION_FIELD_SCHEMAS.comments.optional(),
+  points: ACTION_FIELD_SCHEMAS.points.optional(),
 };
 
 /** Built once: a schema made per event cost more than the rest of the event's checks. */
@@ -26,36 +82,82 @@ type EventShape = {
   action: Action;
   data?: Record<string, unknown> | undefined;
   id?: number | undefined;
-};
+  match?: Record<string, unknown> | undefined;
+} & { [field in (typeof ACTION_FIELDS)[number]]?: unknown };
 
-/** The rules that tie fields together (contract §1, the event object table). */
+/** The rules that tie fields together (contract §1's event table, §5). */
 function checkEvent(event: EventShape, ctx: z.RefinementCtx): void {
-  if ((event.action === 'create' || event.action === 'edit') && event.data === undefined) {
-    ctx.addIssue({ code: 'custom', path: ['data'], message: `is required for ${event.action}` });
-  }
-  if ((event.action === 'edit' || event.action === 'delete') && event.id === undefined) {
-    ctx.addIssue({ code: 'custom', path: ['id'], message: `is required for ${event.action}` });
-  }
+  const issue = (path: string[], message: string) =>
+    ctx.addIssue({ code: 'custom', path, message });
+  checkActionFields(event, issue);
+  checkReference(event, issue);
   if (event.entity !== 'contacts' || event.data === undefined) return;
   const email = event.data.email;
   if (email === undefined) {
-    if (event.action === 'create') {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['data', 'email'],
-        message: 'is required to create a contact',
-      });
-    }
+    if (event.action === 'create') issue(['data', 'email'], 'is required to create a contact');
   } else if (typeof email !== 'string' || !emailSchema.safeParse(email).success) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['data', 'email'],
-      message: 'must be a valid email address',
-    });
+    issue(['data', 'email'], 'must be a valid email address');
   }
 }
 
-/** One event as a sender posts it (contract §1). */
+type Issue = (path: string[], message: string) => void;
+
+/** `data` for create and edit only; each action's own fields, and no other action's. */
+function checkActionFields(event: EventShape, issue: Issue): void {
+  const { action } = event;
+  const own: readonly string[] = isContactAction(action) ? CONTACT_ACTIONS[action].fields : [];
+  if (isContactAction(action)) {
+    if (event.entity !== 'contacts') {
+      issue(['action'], `is an action on contacts; the entity must be "contacts"`);
+    }
+    if (event.data !== undefined) issue(['data'], `is not taken by ${action}`);
+    for (const field of CONTACT_ACTIONS[action].required) {
+      if (event[field] === undefined) issue([field], `is required for ${action}`);
+    }
+  } else if ((action === 'create' || action === 'edit') && event.data === undefined) {
+    issue(['data'], `is required for ${action}`);
+  }
+  for (const field of ACTION_FIELDS) {
+    if (event[field] !== undefined && !own.includes(field)) {
+      issue([field], `is not taken by ${action}`);
+    }
+  }
+}
+
+/** How the event names its record: a create by its data; anything else by `id` or (contacts) `match`. */
+function checkReference(event: EventShape, issue: Issue): void {
+  const { action, match } = event;
+  if (action === 'create') {
+    if (match !== undefined) issue(['match'], 'is not taken by create');
+    return;
+  }
+  if (event.entity !== 'contacts') {
+    if (match !== undefined) issue(['match'], 'names contacts only; name other records by id');
+    else if (event.id === undefined) issue(['id'], `is required for ${action}`);
+    return;
+  }
+  if ((event.id === undefined) === (match === undefined)) {
+    issue(['match'], `give exactly one of id and match to name the contact of ${action}`);
+    return;
+  }
+  if (match === undefined) return;
+  const keys = Object.keys(match);
+  const [field] = keys;
+  if (keys.length !== 1 || field === undefined) {
+    issue(['match'], 'must have exactly one key: email, or a field in CONTACT_MATCH_FIELDS');
+    return;
+  }
+  const value = match[field];
+  if (!CONTACT_FIELD_PATTERN.test(field)) {
+    issue(['match', field], 'is not a contact field alias (/^[a-z][a-z0-9_]{0,63}$/)');
+  } else if (typeof value !== 'string' || value.trim() === '' || value.length > 255) {
+    issue(['match', field], 'must be a non-empty string of at most 255 characters');
+  } else if (field === 'email' && !emailSchema.safeParse(value.trim()).success) {
+    issue(['match', 'email'], 'must be a valid email address');
+  }
+}
+
+/** One event as a sender posts it (contract §1, §5). */
 export const relayEventSchema = z
   .strictObject({ ...eventFields, eventId: z.string().min(1).max(128).optional() })
   .superRefine(checkEvent);
@@ -84,17 +186,42 @@ export function describeIssues(error: z.ZodError): string {
     .join('; ');
 }
 
+/** A contact reference by field (contract §5): the field and the value as the sender gave it. */
+export interface ContactMatch {
+  field: string;
+  value: string;
+}
+
+/** The event's `match`, when it names its contact that way (validated: one key, a string). */
+export function contactMatch(event: Pick<QueuedEvent, 'match'>): ContactMatch | undefined {
+  const entry = event.match === undefined ? undefined : Object.entries(event.match)[0];
+  return entry && typeof entry[1] === 'string' ? { field: entry[0], value: entry[1] } : undefined;
+}
+
+/**
+ * A reference as it is compared: trimmed and lower-cased (Mautic compares emails and fields
+ * case-insensitively, and stores emails trimmed).
+ */
+export function matchKey({ field, value }: ContactMatch): string {
+  return `${field} ${value.trim().toLowerCase()}`;
+}
+
 /**
  * The reference by which an event names its record, as far as the relay can tell without asking
- * Mautic: `email <address>` for a contact create (Mautic upserts contacts by email), `id <n>` for
- * an edit or delete, and undefined for a create that always makes a new record. Events of one
- * entity with the same reference keep their arrival order: across batches through the queue's
- * message group (`queueMessageFor`), within a batch through the planner.
+ * Mautic: `email <address>` for a contact create (Mautic upserts contacts by email) and for a
+ * contact named by `match.email`, `<field> <value>` for one named by another match field, `id <n>`
+ * for a record named by id, and undefined for a create that always makes a new record. Events of
+ * one entity with the same reference keep their arrival order: across batches through the
+ * queue's message group (`queueMessageFor`), within a batch through the planner.
  */
-export function recordKey(event: Pick<QueuedEvent, 'entity' | 'action' | 'data' | 'id'>) {
+export function recordKey(
+  event: Pick<QueuedEvent, 'entity' | 'action' | 'data' | 'id' | 'match'>,
+): string | undefined {
   if (event.action === 'create') {
     const email = event.entity === 'contacts' ? event.data?.email : undefined;
     return typeof email === 'string' ? `email ${email.trim().toLowerCase()}` : undefined;
   }
+  const match = contactMatch(event);
+  if (match) return matchKey(match);
   return event.id === undefined ? undefined : `id ${event.id}`;
 }

@@ -246,6 +246,31 @@ export function possiblyApplied(error: unknown): boolean {
   );
 }
 
+/**
+ * Whether a failed call certainly left Mautic unchanged: refused before any work (401, 429, a
+ * 4xx), or never sent (connection refused). A 5xx, a timeout or an unreadable answer may come
+ * after the work, so an action that is not idempotent (`addPoints`) must not be sent again.
+ */
+export function surelyNotApplied(error: unknown): boolean {
+  if (
+    error instanceof MauticAuthError ||
+    error instanceof MauticRateLimitError ||
+    error instanceof MauticPermanentError
+  ) {
+    return true;
+  }
+  return error instanceof MauticTransientError && error.kind !== 'server' && !error.possiblyApplied;
+}
+
+/** The outcome of a non-idempotent action whose call may have been applied (contract §2). */
+export function ambiguousAction(action: Action, why: string): MessageOutcome {
+  return {
+    kind: 'rejected',
+    reason: 'ambiguous_result',
+    message: `Mautic may have applied ${action} already; ${why}`,
+  };
+}
+
 /** Whether Mautic upserts the create (a contact with an email), so a repeat is harmless. */
 function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
   const email = payload.email;

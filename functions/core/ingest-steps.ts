@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { IngestRefusal, type RefusalDetail } from './errors.ts';
 import {
+  CONTACT_FIELD_PATTERN,
   ENTITY_PATTERN,
   type QueuedEvent,
   queuedEventSchema,
@@ -39,6 +40,11 @@ export interface IngestLimits {
   maxEvents: number;
   /** The entities events may name (`ENTITIES`). @default the standard Mautic entities */
   entities: ReadonlySet<string>;
+  /**
+   * The contact fields `match` may name (`CONTACT_MATCH_FIELDS`, contract §5), `email` among them.
+   * @default email
+   */
+  contactMatchFields: ReadonlySet<string>;
 }
 
 /** Who sent a request, as the authenticate step found: what the later steps need of it. */
@@ -187,7 +193,7 @@ export function validateEvents(parsed: unknown, limits: IngestLimits): RelayEven
   const details: RefusalDetail[] = [];
   const events: RelayEvent[] = [];
   items.forEach((item, index) => {
-    const checked = checkEvent(item, limits.entities);
+    const checked = checkEvent(item, limits);
     if ('event' in checked) events.push(checked.event);
     else for (const problem of checked.problems) details.push({ index, ...problem });
   });
@@ -197,21 +203,28 @@ export function validateEvents(parsed: unknown, limits: IngestLimits): RelayEven
   return events;
 }
 
-/** One event, checked: the event, or what is wrong with it (its shape, entity or schema). */
+type Problem = { path: string; message: string };
+
+/**
+ * One event, checked: the event, or what is wrong with it (its shape, what this relay's settings
+ * allow, or the schema).
+ */
 function checkEvent(
   item: Record<string, unknown>,
-  entities: ReadonlySet<string>,
-): { event: RelayEvent } | { problems: Array<{ path: string; message: string }> } {
+  limits: IngestLimits,
+): { event: RelayEvent } | { problems: Problem[] } {
   const shapeProblem = checkShape(item);
   if (shapeProblem) return { problems: [shapeProblem] };
-  const problems: Array<{ path: string; message: string }> = [];
+  const problems: Problem[] = [];
   const entity = item.entity;
-  if (typeof entity === 'string' && ENTITY_PATTERN.test(entity) && !entities.has(entity)) {
+  if (typeof entity === 'string' && ENTITY_PATTERN.test(entity) && !limits.entities.has(entity)) {
     problems.push({
       path: '/entity',
       message: 'is not one of the entities this relay accepts (ENTITIES)',
     });
   }
+  const matchProblem = checkMatchField(item, limits.contactMatchFields);
+  if (matchProblem) problems.push(matchProblem);
   const result = relayEventSchema.safeParse(item);
   for (const issue of result.error?.issues ?? []) {
     // One detail per unknown key, at its own pointer: "" is kept for the request as a whole.
@@ -223,6 +236,30 @@ function checkEvent(
     }
   }
   return result.success && problems.length === 0 ? { event: result.data } : { problems };
+}
+
+/**
+ * A contact `match` on a field this relay does not allow (contract §5). Only where the schema
+ * finds the reference itself well formed (a contact event other than a create, named by a
+ * `match` alone with one field alias), so that one mistake gives one detail.
+ */
+function checkMatchField(
+  item: Record<string, unknown>,
+  allowed: ReadonlySet<string>,
+): Problem | undefined {
+  const { entity, action, id, match } = item;
+  if (entity !== 'contacts' || action === 'create' || id !== undefined) return undefined;
+  if (!isPlainObject(match)) return undefined;
+  const fields = Object.keys(match);
+  const [field] = fields;
+  if (fields.length !== 1 || field === undefined || !CONTACT_FIELD_PATTERN.test(field)) {
+    return undefined;
+  }
+  if (allowed.has(field)) return undefined;
+  return {
+    path: toPointer(['match', field]),
+    message: 'is not a field contacts may be matched on (CONTACT_MATCH_FIELDS)',
+  };
 }
 
 /**
@@ -238,18 +275,17 @@ export function envelope(
 ): QueuedEvent[] {
   const base = sender.eventIdBase;
   const receivedAt = new Date(now).toISOString();
-  const queued = events.map(
-    (event, index): QueuedEvent => ({
+  const queued = events.map((event, index): QueuedEvent => {
+    // Every other field as the sender gave it: `data`, `id`, `match` and the action's fields.
+    const { eventId, ...fields } = event;
+    return {
       v: 1,
-      eventId: event.eventId ?? (base ? `${base}:${index}` : newId()),
+      eventId: eventId ?? (base ? `${base}:${index}` : newId()),
       receivedAt,
       sender: sender.name,
-      entity: event.entity,
-      action: event.action,
-      ...(event.data === undefined ? {} : { data: event.data }),
-      ...(event.id === undefined ? {} : { id: event.id }),
-    }),
-  );
+      ...fields,
+    };
+  });
   const unreadable = queued.flatMap((queuedEvent, index) => {
     const check = queuedEventSchema.safeParse(queuedEvent);
     return (check.error?.issues ?? []).map((issue) => ({

@@ -1,5 +1,7 @@
 import { MauticResponseError } from './errors.ts';
+import type { ContactAction } from './events.ts';
 import { ENTITY_PATTERN } from './events.ts';
+import { addToSegment, contactAction, findContacts } from './mautic-contacts.ts';
 import {
   apiErrorFor,
   createMauticHttp,
@@ -8,7 +10,7 @@ import {
   type MauticHttp,
   type MauticHttpOptions,
 } from './mautic-http.ts';
-import type { CallOptions, ItemResult, MauticBatchApi } from './ports.ts';
+import type { ActionFields, CallOptions, ItemResult, MauticBatchApi } from './ports.ts';
 
 /** One page of records from `GET /api/{entity}`. */
 export interface RecordPage {
@@ -114,6 +116,41 @@ export class MauticApiClient implements MauticBatchApi {
     });
     return { total, records };
   }
+
+  /** `GET /api/contacts` with `where … in`: exact, case-insensitive (mautic-contacts.ts). */
+  findContacts(
+    field: string,
+    values: ReadonlyArray<string>,
+    call: CallOptions,
+  ): Promise<Map<string, number[]>> {
+    return findContacts(this.#send, field, values, call);
+  }
+
+  /** `POST /api/segments/{id}/contacts/add`: many contacts, one call. */
+  addToSegment(
+    segmentId: number,
+    contactIds: ReadonlyArray<number>,
+    call: CallOptions,
+  ): Promise<ItemResult[]> {
+    return addToSegment(this.#send, segmentId, contactIds, call);
+  }
+
+  /** One integrator action on one contact, through its own endpoint (mautic-contacts.ts). */
+  contactAction(
+    action: ContactAction,
+    contactId: number,
+    fields: ActionFields,
+    call: CallOptions,
+  ): Promise<ItemResult> {
+    return contactAction(this.#send, action, contactId, fields, call);
+  }
+
+  readonly #send = (
+    method: string,
+    path: string,
+    call: CallOptions,
+    request: { body?: string; query?: string },
+  ) => this.#call(method, path, call, request);
 
   async #call(
     method: string,

@@ -3,6 +3,7 @@
  * adapters, the local stand-ins, test fakes) import from here; this module imports no
  * implementation, only plain data types.
  */
+import type { ContactAction } from './events.ts';
 import type { EmittedMetricName, UnitOf } from './metrics.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
@@ -55,6 +56,60 @@ export interface MauticBatchApi {
     call: CallOptions,
   ): Promise<ItemResult[]>;
   delete(entity: string, ids: ReadonlyArray<number>, call: CallOptions): Promise<ItemResult[]>;
+  /**
+   * The ids of the contacts whose `field` equals each value, exactly (never a look-alike): keyed
+   * by the value trimmed and lower-cased, every value present (an empty list when none matches).
+   * As few calls as Mautic's request-line limit allows.
+   */
+  findContacts(
+    field: string,
+    values: ReadonlyArray<string>,
+    call: CallOptions,
+  ): Promise<Map<string, number[]>>;
+  /** Adds contacts to one segment in one call: one result per contact id, in order. */
+  addToSegment(
+    segmentId: number,
+    contactIds: ReadonlyArray<number>,
+    call: CallOptions,
+  ): Promise<ItemResult[]>;
+  /**
+   * One integrator action on one contact, through the endpoint Mautic has for it (contract §5):
+   * `removeFromSegment`, `addToCampaign`, `removeFromCampaign`, `addPoints`, `linkCompany`,
+   * `unlinkCompany`. A refusal about the contact or the target (400, 404) is a rejected result.
+   */
+  contactAction(
+    action: ContactAction,
+    contactId: number,
+    fields: ActionFields,
+    call: CallOptions,
+  ): Promise<ItemResult>;
+}
+
+/** The fields an integrator action carries beside its contact (contract §5). */
+export interface ActionFields {
+  segmentId?: number | undefined;
+  campaignId?: number | undefined;
+  companyId?: number | undefined;
+  points?: number | undefined;
+  /** `addDoNotContact` / `removeDoNotContact` as a contact item carries it; reason 0 lifts it. */
+  doNotContact?: { channel: string; reason: 0 | 1 | 2 | 3; comments?: string } | undefined;
+}
+
+/**
+ * Remembers the non-idempotent actions sent to Mautic, by event (contract §2: `addPoints` at
+ * most once per event). Every method throws when the store cannot be asked.
+ */
+export interface ActionLedger {
+  /**
+   * Claims the key before the call: `claimed` the first time (go ahead), `done` when a call
+   * with this key was applied, `unknown` when it was claimed before and its outcome never
+   * recorded (an answer lost, a crash): it must not be sent again blindly.
+   */
+  claim(key: string): Promise<'claimed' | 'done' | 'unknown'>;
+  /** After the call was applied: later claims answer `done`. */
+  complete(key: string): Promise<void>;
+  /** After a call that certainly was not applied: the key is free again. */
+  release(key: string): Promise<void>;
 }
 
 /** Tokens from one successful grant. */

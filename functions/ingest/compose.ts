@@ -70,6 +70,7 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
       maxBodyBytes: config.maxBodyBytes,
       maxEvents: config.maxEvents,
       entities: new Set(config.entities),
+      contactMatchFields: new Set(config.contactMatchFields),
     },
     ledger,
     logger,

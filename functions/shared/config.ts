@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { ConfigError } from '../core/errors.ts';
-import { ENTITY_PATTERN } from '../core/events.ts';
+import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/events.ts';
 import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
@@ -26,6 +26,7 @@ export const ENV = {
   REFRESH_AHEAD_SECONDS: 'REFRESH_AHEAD_SECONDS',
   REFRESH_TOKEN_LIFETIME_SECONDS: 'REFRESH_TOKEN_LIFETIME_SECONDS',
   ENTITIES: 'ENTITIES',
+  CONTACT_MATCH_FIELDS: 'CONTACT_MATCH_FIELDS',
   DEDUP_WINDOW_SECONDS: 'DEDUP_WINDOW_SECONDS',
   DEDUP_TABLE_NAME: 'DEDUP_TABLE_NAME',
   RETRY_BASE_SECONDS: 'RETRY_BASE_SECONDS',
@@ -139,6 +140,9 @@ const batchSchema = z.object({
   [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
   [ENV.RETRY_HORIZON_SECONDS]: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
   [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
+  // The action ledger lives in the de-duplication table, which the stack makes whatever the
+  // ingest's window: the batch function needs it even with de-duplication off.
+  [ENV.DEDUP_TABLE_NAME]: required,
 });
 
 /** The batch function's configuration. */
@@ -157,6 +161,8 @@ export interface BatchConfig {
   tokenCacheSeconds: number;
   maxDelaySeconds: number;
   retry: RetryPolicy;
+  /** The table of the action ledger (`addPoints` at most once): the de-duplication table. */
+  actionLedgerTableName: string;
 }
 
 /**
@@ -185,6 +191,7 @@ export function loadBatchConfig(
       horizonSeconds: values.RETRY_HORIZON_SECONDS,
       maxReceiveCount: values.MAX_RECEIVE_COUNT,
     }),
+    actionLedgerTableName: values.DEDUP_TABLE_NAME,
   });
 }
 
@@ -216,6 +223,24 @@ export const entityList = commaList
   )
   .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
 
+/**
+ * `CONTACT_MATCH_FIELDS`: comma-separated contact field aliases an event may `match` on
+ * (contract §5). `email` is always allowed, listed or not: Mautic keeps it unique by itself, and
+ * the contract's default is `email`.
+ */
+export const contactMatchFieldList = commaList
+  .pipe(
+    z.array(
+      z
+        .string()
+        .regex(
+          CONTACT_FIELD_PATTERN,
+          'must list contact field aliases such as "crm_id" (/^[a-z][a-z0-9_]{0,63}$/)',
+        ),
+    ),
+  )
+  .transform((fields) => [...new Set(['email', ...fields])]);
+
 /** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
 export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
 
@@ -229,6 +254,7 @@ const ingestSchema = z
     [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
     [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
     [ENV.ENTITIES]: entityList,
+    [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
     [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
     [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
   })
@@ -255,6 +281,8 @@ export interface IngestConfig {
   maxEvents: number;
   credentialsCacheSeconds: number;
   entities: string[];
+  /** The contact fields `match` may name (`CONTACT_MATCH_FIELDS`), `email` always among them. */
+  contactMatchFields: string[];
   /** 0: de-duplication is off. */
   dedupWindowSeconds: number;
   dedupTableName: string | undefined;
@@ -274,6 +302,7 @@ export function loadIngestConfig(
     maxEvents: values.MAX_EVENTS_PER_REQUEST,
     credentialsCacheSeconds: values.CREDENTIALS_CACHE_SECONDS,
     entities: values.ENTITIES,
+    contactMatchFields: values.CONTACT_MATCH_FIELDS,
     dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
     dedupTableName: values.DEDUP_TABLE_NAME,
   });

@@ -1,6 +1,6 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as z from 'zod';
-import { ENTITY_PATTERN } from '../../functions/core/events.ts';
+import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../../functions/core/events.ts';
 import {
   MAX_RETRY_HORIZON_SECONDS,
   type RetryPolicy,
@@ -95,6 +95,15 @@ const settingsSchema = z.strictObject({
       .array(z.string().regex(ENTITY_PATTERN, 'must be Mautic API path names such as "contacts"'))
       .min(1),
   ]),
+  /**
+   * The contact fields events may `match` on besides `email`, which is always allowed
+   * (`CONTACT_MATCH_FIELDS`, contract §5): field aliases such as "crm_id".
+   */
+  contactMatchFields: z.array(
+    z
+      .string()
+      .regex(CONTACT_FIELD_PATTERN, 'must be contact field aliases such as "crm_id" or "email"'),
+  ),
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
 });

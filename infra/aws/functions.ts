@@ -79,12 +79,15 @@ function refreshFunction(
   return refresh;
 }
 
-/** The batch function on the events queue: delivers to Mautic, dead-letters, asks for tokens. */
+/**
+ * The batch function on the events queue: delivers to Mautic, dead-letters, asks for tokens,
+ * and keeps its action ledger in the de-duplication table.
+ */
 function batchFunction(
   stack: Stack,
   settings: RelaySettings,
   common: Common,
-  { queues, secrets, retry, refresh }: FunctionResources & { refresh: RelayFunction },
+  { queues, secrets, dedupTable, retry, refresh }: FunctionResources & { refresh: RelayFunction },
 ): RelayFunction {
   const batch = new RelayFunction(stack, 'Batch', {
     ...common,
@@ -105,6 +108,7 @@ function batchFunction(
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(retry.maxDelaySeconds),
       [ENV.RETRY_HORIZON_SECONDS]: String(retry.horizonSeconds),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
+      [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
     },
   });
   // From a FIFO queue the event source hands over at most 10 messages and has no batching
@@ -123,6 +127,13 @@ function batchFunction(
   allow(batch, ['sqs:SendMessage'], queues.deadLetter.queueArn);
   batch.useSecret(ENV.TOKEN_SECRET_ID, secrets.token);
   allow(batch, ['lambda:InvokeFunction'], refresh.function.functionArn);
+  // The action ledger (addPoints at most once): claim (conditional put), read a claim it lost
+  // (get), mark it done (update), free it after a call that was not applied (delete).
+  allow(
+    batch,
+    ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+    dedupTable.tableArn,
+  );
   return batch;
 }
 
@@ -143,6 +154,7 @@ function ingestFunction(
       [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
       [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
       ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
+      [ENV.CONTACT_MATCH_FIELDS]: settings.contactMatchFields.join(','),
     },
   });
   // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),

@@ -119,8 +119,9 @@ export function relaySecrets(
 }
 
 /**
- * Request ids the ingest has accepted (contract §1, Idempotency): short-lived records that
- * DynamoDB's TTL sweeps away; on demand, since ingest traffic is bursty.
+ * Request ids the ingest has accepted (contract §1, Idempotency), and the batch function's action
+ * ledger (contract §2, `addPoints` at most once): records that DynamoDB's TTL sweeps away; on
+ * demand, since traffic is bursty. Made whatever the de-duplication window: the ledger needs it.
  */
 export function dedupTable(stack: Stack, removalPolicy: RemovalPolicy): dynamodb.Table {
   return new dynamodb.Table(stack, 'DedupTable', {

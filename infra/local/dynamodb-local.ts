@@ -59,26 +59,18 @@ export function dynamoDbClient(endpoint: string): DynamoDBClient {
 }
 
 /**
- * The local stack's de-duplication store: dynalite with the table the ingest is given, or
- * nothing when the window is 0 (de-duplication off).
+ * The local stack's de-duplication table: dynalite with the table the ingest and the batch
+ * function are given. It runs whatever the window: with de-duplication off (0) the ingest keeps
+ * no request ids, but the batch function's action ledger lives there too, as in the cloud.
  */
 export async function startDedupStore(windowSeconds: number): Promise<{
-  client: DynamoDBClient | undefined;
+  client: DynamoDBClient;
   /** Where the store listens, for clients of other threads. */
-  endpoint: string | undefined;
-  tableName: string | undefined;
+  endpoint: string;
+  tableName: string;
   description: string;
   close(): Promise<void>;
 }> {
-  if (windowSeconds === 0) {
-    return {
-      client: undefined,
-      endpoint: undefined,
-      tableName: undefined,
-      description: 'off (DEDUP_WINDOW_SECONDS=0)',
-      close: async () => {},
-    };
-  }
   const store = await startLocalDynamoDb();
   try {
     await store.createDedupTable(LOCAL_DEDUP_TABLE);
@@ -86,11 +78,15 @@ export async function startDedupStore(windowSeconds: number): Promise<{
     await store.close();
     throw error;
   }
+  const where = `dynalite at ${store.endpoint}`;
   return {
     client: store.client,
     endpoint: store.endpoint,
     tableName: LOCAL_DEDUP_TABLE,
-    description: `dynalite at ${store.endpoint}, request ids kept ${windowSeconds} s`,
+    description:
+      windowSeconds === 0
+        ? `off (DEDUP_WINDOW_SECONDS=0); the action ledger in ${where}`
+        : `${where}, request ids kept ${windowSeconds} s`,
     close: () => store.close(),
   };
 }

@@ -9,6 +9,7 @@ import { MAX_RETRY_HORIZON_SECONDS, retryPolicy } from '../../functions/core/ret
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import {
   commaList,
+  contactMatchFieldList,
   DEFAULTS,
   dedupWindow,
   ENV,
@@ -63,6 +64,7 @@ const localSchema = z
     /** The port `authorize --local` listens on; the embedded simulator registers its redirect URI. */
     AUTHORIZE_PORT: integer(1, 65_535, 8765),
     ENTITIES: entityList,
+    CONTACT_MATCH_FIELDS: contactMatchFieldList,
     DEDUP_WINDOW_SECONDS: dedupWindow,
   })
   .superRefine((env, ctx) => {
@@ -230,6 +232,11 @@ async function start(
     await refresher.idle();
   });
 
+  // The de-duplication table (issue 13) and the action ledger's (issue 22): dynalite, living as
+  // long as the local stack. Started before the batch function and so stopped after it: the
+  // batches it finishes on the way out still use the ledger.
+  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
+  stops.push(() => dedup.close());
   const batch = buildBatchHandler(
     loadBatchConfig({
       [ENV.MAUTIC_BASE_URL]: credential.baseUrl,
@@ -244,10 +251,12 @@ async function start(
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(config.RETRY_MAX_DELAY_SECONDS),
       [ENV.RETRY_HORIZON_SECONDS]: String(config.RETRY_HORIZON_SECONDS),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
+      [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
     }),
     {
       secrets,
       sqs,
+      dynamodb: dedup.client,
       // Like the RequestResponse invoke: a call into the one-at-a-time refresher.
       refresher,
       logger,
@@ -278,10 +287,6 @@ async function start(
   const webhookSecrets = generatedSecret
     ? [`whsec_${randomBytes(32).toString('base64')}`]
     : config.WEBHOOK_SECRET;
-  // --- de-duplication store (issue 13): dynalite, living as long as the local stack ---
-  const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
-  stops.push(() => dedup.close());
-  // --- end de-duplication store ---
   // --- operator commands (issue 14): the sender credentials live in the Secrets Manager
   // stand-in and the ingest reads them as in the cloud (WEBHOOK_SECRET_ID, a 1 s cache), so
   // `npx mautic-relay senders … --local` changes them while the stack runs.
@@ -312,6 +317,7 @@ async function start(
     [ENV.WEBHOOK_SECRET_ID]: names.webhook,
     [ENV.CREDENTIALS_CACHE_SECONDS]: '1',
     [ENV.ENTITIES]: config.ENTITIES.join(','),
+    [ENV.CONTACT_MATCH_FIELDS]: config.CONTACT_MATCH_FIELDS.join(','),
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
   });
@@ -322,7 +328,7 @@ async function start(
       config: ingestConfig,
       sqsEndpoint: `http://127.0.0.1:${fauxqs.port}`,
       secretsEndpoint: secretsFake.endpoint,
-      ...(dedup.endpoint === undefined ? {} : { dynamodbEndpoint: dedup.endpoint }),
+      dynamodbEndpoint: dedup.endpoint,
       port: config.PORT,
       debug: config.LOG_LEVEL === 'DEBUG',
     },

@@ -17,6 +17,7 @@ import {
   type MauticSimulatorOptions,
   startMauticSimulator,
 } from '../../mautic-simulator/server.ts';
+import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import {
   type LocalSqs,
   queueCounts,
@@ -109,6 +110,7 @@ async function startRelay(options: {
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
     learnedLimit: { value: undefined },
+    ledger: new InMemoryActionLedger(),
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       baseBackoffMs: 10,
@@ -481,6 +483,7 @@ function directHandler(
     sleep: async () => {},
     random: () => 0,
     learnedLimit: { value: undefined },
+    ledger: new InMemoryActionLedger(),
     options: { ...DEFAULT_DELIVERY_OPTIONS, batchSize: 1, maxDelaySeconds: 900, batchWindowMs: 0 },
     ...overrides,
   });
@@ -533,6 +536,11 @@ describe('batch handler, called directly', () => {
           },
           edit: async () => [],
           delete: async () => [],
+          findContacts: async () => new Map(),
+          addToSegment: async () => [],
+          contactAction: async () => {
+            throw new Error('not called: the batch has creates only');
+          },
         },
         queues: {
           deadLetter: async (letters) => {

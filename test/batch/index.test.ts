@@ -6,6 +6,7 @@ const env = {
   EVENTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/events',
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   REFRESH_FUNCTION_NAME: 'relay-dev-refresh',
+  DEDUP_TABLE_NAME: 'relay-dev-dedup',
   AWS_REGION: 'eu-west-1',
 };
 

@@ -14,6 +14,7 @@ import {
   SqsEventSource,
 } from '../../infra/local/sqs-event-source.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
+import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import {
   type LocalSqs,
   queueCounts,
@@ -135,6 +136,7 @@ async function startRelay(options: RelayOptions) {
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
     learnedLimit: { value: undefined },
+    ledger: new InMemoryActionLedger(),
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       // A failed call goes back to the queue at once: the retries are the queue's.
@@ -373,6 +375,9 @@ function dyingAfterEdit(dies: (items: number) => boolean) {
   const api = (real: MauticBatchApi): MauticBatchApi => ({
     create: real.create.bind(real),
     delete: real.delete.bind(real),
+    findContacts: real.findContacts.bind(real),
+    addToSegment: real.addToSegment.bind(real),
+    contactAction: real.contactAction.bind(real),
     edit: async (entity, items, call) => {
       const results = await real.edit(entity, items, call);
       if (dies(items.length) && crashes-- > 0) {

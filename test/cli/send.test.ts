@@ -208,6 +208,58 @@ describe('sendEvents', () => {
     });
   });
 
+  it('sends contacts named by match and the integrator actions as they are (contract §5)', async () => {
+    const events = [
+      { entity: 'contacts', action: 'create', data: { email: 'ann@example.com' } },
+      {
+        entity: 'contacts',
+        action: 'addToSegment',
+        match: { email: 'ann@example.com' },
+        segmentId: 4,
+      },
+      { entity: 'contacts', action: 'addPoints', match: { email: 'ann@example.com' }, points: 10 },
+      {
+        entity: 'contacts',
+        action: 'addDoNotContact',
+        id: 7,
+        channel: 'email',
+        reason: 'unsubscribed',
+        comments: 'unsubscribed in the shop',
+      },
+      { entity: 'contacts', action: 'delete', match: { email: 'bob@example.com' } },
+    ];
+    const file = await bodyFile('actions.json', JSON.stringify(events));
+
+    const result = await sendEvents({ url, secret: WEBHOOK_SECRET, id: 'msg_actions', file }, deps);
+
+    expect(result).toEqual({ status: 202, ok: true });
+    expect(answer().accepted).toBe(events.length);
+    expect(queue.messages.map((message) => JSON.parse(message.body))).toEqual(
+      events.map((event, index) =>
+        expect.objectContaining({ eventId: `msg_actions:${index}`, ...event }),
+      ),
+    );
+  });
+
+  it('prints the 422 of a match on a field the relay does not allow', async () => {
+    const file = await bodyFile(
+      'crm.json',
+      JSON.stringify({ entity: 'contacts', action: 'delete', match: { crm_id: 'C-1' } }),
+    );
+
+    const result = await sendEvents({ url, secret: WEBHOOK_SECRET, file }, deps);
+
+    expect(result).toEqual({ status: 422, ok: false });
+    expect(answer().error?.details).toEqual([
+      {
+        index: 0,
+        path: '/match/crm_id',
+        message: 'is not a field contacts may be matched on (CONTACT_MATCH_FIELDS)',
+      },
+    ]);
+    expect(queue.messages).toEqual([]);
+  });
+
   it('prints a refusal as pretty JSON and is not ok', async () => {
     const file = await bodyFile('invalid.json', '{"entity":"contacts","action":"create"}');
 

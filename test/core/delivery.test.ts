@@ -10,6 +10,7 @@ import type { QueuedEvent } from '../../functions/core/events.ts';
 import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
+import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import { incoming } from '../support/events.ts';
 import { recorder } from '../support/observe.ts';
 
@@ -71,6 +72,7 @@ async function restart(options: Parameters<typeof startMauticSimulator>[0] = {})
     },
     random: () => 0.5,
     learnedLimit: { value: undefined },
+    ledger: new InMemoryActionLedger(),
   };
 }
 

@@ -9,6 +9,7 @@ import {
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { listRecords, seedRecord } from '../../mautic-simulator/rest.ts';
+import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import { inMemoryMautic } from '../support/in-memory-mautic.ts';
 
 // Contract §2 "Coalescing never changes the result" and "Order per record": whatever the planner
@@ -128,6 +129,7 @@ function deps(api: MauticApiClient): DeliveryDeps {
     sleep: async () => {},
     random: () => 0.5,
     learnedLimit: { value: undefined },
+    ledger: new InMemoryActionLedger(),
   };
 }
 

@@ -293,6 +293,16 @@ describe('the relay stack', () => {
       { actions: ['sqs:SendMessage'], resources: ['EventsQueue'] },
     ]);
     expect(statementsOf(template, 'BatchRole')).toEqual([
+      // The action ledger: exactly the item actions it uses, on the de-duplication table.
+      {
+        actions: [
+          'dynamodb:DeleteItem',
+          'dynamodb:GetItem',
+          'dynamodb:PutItem',
+          'dynamodb:UpdateItem',
+        ],
+        resources: ['DedupTable'],
+      },
       { actions: ['lambda:InvokeFunction'], resources: ['RefreshFunction'] },
       logs('BatchLogs'),
       { actions: ['secretsmanager:GetSecretValue'], resources: ['TokenSecret'] },
@@ -350,7 +360,7 @@ describe('the relay stack', () => {
     });
   });
 
-  it('keeps request ids in an on-demand, encrypted DynamoDB table with TTL, named in the ingest environment', () => {
+  it('keeps request ids and the action ledger in an on-demand, encrypted DynamoDB table with TTL, named in the ingest and batch environments', () => {
     template.resourceCountIs('AWS::DynamoDB::Table', 1);
     template.hasResource('AWS::DynamoDB::Table', {
       Properties: {
@@ -367,13 +377,19 @@ describe('the relay stack', () => {
     )?.Properties.Environment.Variables;
     expect(ingest.DEDUP_TABLE_NAME).toEqual({ Ref: expect.stringMatching(/^DedupTable/) });
     expect(ingest.DEDUP_WINDOW_SECONDS).toBe('86400');
+    const batch = Object.values(template.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'batch',
+    )?.Properties.Environment.Variables;
+    expect(batch.DEDUP_TABLE_NAME).toEqual(ingest.DEDUP_TABLE_NAME);
     // "standard" leaves ENTITIES unset: the function's default is the one list.
     expect(ingest.ENTITIES).toBeUndefined();
+    expect(ingest.CONTACT_MATCH_FIELDS).toBe('email');
   });
 
   it('takes ENTITIES and the window from the settings, and alarms on store failures', () => {
     const custom = synth('dev', {
       entities: ['contacts', 'companies'],
+      contactMatchFields: ['email', 'crm_id'],
       dedupWindowSeconds: 0,
     }).template;
     const variables = Object.values(custom.findResources('AWS::Lambda::Function')).find(
@@ -381,7 +397,13 @@ describe('the relay stack', () => {
     )?.Properties.Environment.Variables;
     expect(variables.ENTITIES).toBe('contacts,companies');
     expect(variables.DEDUP_WINDOW_SECONDS).toBe('0');
+    // De-duplication off keeps the table: the batch function's action ledger lives there.
+    custom.resourceCountIs('AWS::DynamoDB::Table', 1);
     expect(() => synth('dev', { entities: ['campaigns/events'] })).toThrow(/entities/);
+    expect(variables.CONTACT_MATCH_FIELDS).toBe('email,crm_id');
+    expect(() => synth('dev', { contactMatchFields: ['CRM-ID'] })).toThrow(
+      /contactMatchFields\.0 must be contact field aliases/,
+    );
 
     template.hasResourceProperties('AWS::Logs::MetricFilter', {
       LogGroupName: { Ref: Match.stringLikeRegexp('^IngestLogs') },

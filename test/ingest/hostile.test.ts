@@ -407,7 +407,12 @@ describe('ingest against hostile requests', () => {
 
     expect(response.status).toBe(422);
     expect(response.body.error?.details).toEqual([
-      { index: 1, path: '/id', message: 'is required for edit' },
+      // A contact is named by id or by match (contract §5): neither is refused at /match.
+      {
+        index: 1,
+        path: '/match',
+        message: 'give exactly one of id and match to name the contact of edit',
+      },
       { index: 1, path: '/data/email', message: 'must be a valid email address' },
       {
         index: 2,

@@ -5,6 +5,7 @@ import {
   loadBatchConfig,
   loadIngestConfig,
 } from '../../functions/shared/config.ts';
+import { loadLocalConfig } from '../../infra/local/local-stack.ts';
 
 const required = {
   MAUTIC_BASE_URL: 'https://mautic.example.com',
@@ -12,6 +13,7 @@ const required = {
   EVENTS_QUEUE_URL: 'https://sqs/events',
   DEAD_LETTER_QUEUE_URL: 'https://sqs/dlq',
   REFRESH_FUNCTION_NAME: 'relay-dev-refresh',
+  DEDUP_TABLE_NAME: 'relay-dev-dedup',
 };
 
 describe('loadBatchConfig', () => {
@@ -34,6 +36,7 @@ describe('loadBatchConfig', () => {
         horizonSeconds: 86_400,
         maxReceiveCount: 198,
       },
+      actionLedgerTableName: 'relay-dev-dedup',
     });
   });
 
@@ -92,6 +95,7 @@ describe('loadIngestConfig', () => {
       maxEvents: 500,
       credentialsCacheSeconds: 300,
       entities: [...DEFAULT_ENTITIES],
+      contactMatchFields: ['email'],
       dedupWindowSeconds: 86_400,
       dedupTableName: 'relay-dedup',
     });
@@ -130,6 +134,56 @@ describe('loadIngestConfig', () => {
     expect(DEFAULT_ENTITIES).not.toContain('events');
     expect(DEFAULT_ENTITIES).toHaveLength(24);
     for (const entity of DEFAULT_ENTITIES) expect(entity).toMatch(/^[a-z][a-zA-Z]{1,63}$/);
+  });
+
+  it('reads CONTACT_MATCH_FIELDS, email allowed whether listed or not', () => {
+    const read = (value: string | undefined) =>
+      loadIngestConfig({
+        EVENTS_QUEUE_URL: 'q',
+        INGEST_API_KEYS: 'k',
+        DEDUP_WINDOW_SECONDS: '0',
+        CONTACT_MATCH_FIELDS: value,
+      }).contactMatchFields;
+
+    expect(read(undefined)).toEqual(['email']);
+    expect(read('')).toEqual(['email']);
+    expect(read('crm_id, shop_customer_id,')).toEqual(['email', 'crm_id', 'shop_customer_id']);
+    expect(read('crm_id,email,crm_id')).toEqual(['email', 'crm_id']);
+    expect(read(`a${'b'.repeat(63)}`)).toEqual(['email', `a${'b'.repeat(63)}`]);
+  });
+
+  it.each([
+    ['an upper-case alias', 'CRM_ID'],
+    ['a dash', 'crm-id'],
+    ['a leading digit', '1crm'],
+    ['a leading underscore', '_crm'],
+    ['a JSON path', 'data.email'],
+    ['an alias over 64 characters', `a${'b'.repeat(64)}`],
+  ])('refuses CONTACT_MATCH_FIELDS with %s, naming the variable but not the value', (_, bad) => {
+    const load = () =>
+      loadIngestConfig({
+        EVENTS_QUEUE_URL: 'q',
+        INGEST_API_KEYS: 'k',
+        DEDUP_WINDOW_SECONDS: '0',
+        CONTACT_MATCH_FIELDS: `crm_id,${bad}`,
+      });
+
+    expect(load).toThrow(ConfigError);
+    expect(load).toThrow(
+      /^Invalid configuration: CONTACT_MATCH_FIELDS\S* must list contact field aliases such as "crm_id"/,
+    );
+    expect(load).not.toThrow(bad);
+  });
+
+  it('reads CONTACT_MATCH_FIELDS for npm start too, refusing a bad one at start', () => {
+    expect(loadLocalConfig({}).CONTACT_MATCH_FIELDS).toEqual(['email']);
+    expect(loadLocalConfig({ CONTACT_MATCH_FIELDS: 'crm_id' }).CONTACT_MATCH_FIELDS).toEqual([
+      'email',
+      'crm_id',
+    ]);
+    expect(() => loadLocalConfig({ CONTACT_MATCH_FIELDS: 'crm id' })).toThrow(
+      /CONTACT_MATCH_FIELDS\S* must list contact field aliases/,
+    );
   });
 
   it('takes a Secrets Manager secret id instead, and names what is missing', () => {

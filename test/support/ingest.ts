@@ -22,6 +22,7 @@ export const INGEST_LIMITS: IngestLimits = {
   maxBodyBytes: DEFAULTS.maxBodyBytes,
   maxEvents: DEFAULTS.maxEventsPerRequest,
   entities: new Set(DEFAULT_ENTITIES),
+  contactMatchFields: new Set(['email']),
 };
 
 export const NOW = Date.parse('2026-11-21T12:00:00Z');
