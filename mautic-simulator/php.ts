@@ -254,3 +254,104 @@ export function parseUrl(uri: string): ParsedUrl {
 export function sanitizeUrl(text: string): string {
   return text.replace(/[^A-Za-z0-9$\-_.+!*'(),{}|\\^~[\]`<>#%";/?:@&=]/g, '');
 }
+
+/**
+ * PHP's (int) cast: a string's leading number (after whitespace; `1e3` is 1000, `0x1A` is 0),
+ * a float truncated, an array 0 when empty and 1 otherwise.
+ */
+export function phpIntval(value: unknown): number {
+  if (typeof value === 'number') return Number.isFinite(value) ? Math.trunc(value) : 0;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (Array.isArray(value)) return value.length > 0 ? 1 : 0;
+  if (value instanceof Map) return value.size > 0 ? 1 : 0;
+  if (value !== null && typeof value === 'object') return Object.keys(value).length > 0 ? 1 : 0;
+  if (typeof value !== 'string') return 0;
+  const leading = /^[ \t\n\r\v\f]*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?/.exec(value);
+  const number = leading === null ? 0 : Number(leading[0].trim());
+  return Number.isFinite(number) ? Math.trunc(number) : 0;
+}
+
+/**
+ * filter_var with FILTER_SANITIZE_SPECIAL_CHARS (what InputHelper::clean does): `' " < > &` and
+ * the control characters become decimal entities, so `o'hara` becomes `o&#39;hara`.
+ */
+export function sanitizeSpecialChars(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the filter encodes control characters.
+  return text.replace(/['"<>&\x00-\x1f]/g, (char) => `&#${char.charCodeAt(0)};`);
+}
+
+const NAMED_ENTITIES: Record<string, string> = {
+  amp: '&',
+  lt: '<',
+  gt: '>',
+  quot: '"',
+  nbsp: '\u00a0',
+};
+
+/** Code points html_entity_decode decodes from a numeric entity under ENT_HTML401. */
+function decodableCodePoint(code: number): boolean {
+  if (code === 0x09 || code === 0x0a || code === 0x0d) return true;
+  if (code >= 0x20 && code <= 0x7e) return true;
+  if (code >= 0xa0 && code <= 0xd7ff) return true;
+  return (
+    code >= 0xe000 &&
+    code <= 0x10ffff &&
+    (code & 0xffff) < 0xfffe &&
+    (code < 0xfdd0 || code > 0xfdef)
+  );
+}
+
+/**
+ * html_entity_decode with PHP 8's defaults (ENT_QUOTES | ENT_HTML401, UTF-8), one pass: numeric
+ * entities and the named ones a cleaned value can hold; anything else stays as it is.
+ */
+export function htmlEntityDecode(text: string): string {
+  return text.replace(
+    /&(?:#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6})|([A-Za-z]+));/g,
+    (entity, dec, hex, name) => {
+      if (name !== undefined) return NAMED_ENTITIES[name] ?? entity;
+      const code = dec !== undefined ? Number(dec) : Number.parseInt(hex, 16);
+      return decodableCodePoint(code) ? String.fromCodePoint(code) : entity;
+    },
+  );
+}
+
+/**
+ * str_getcsv($text, ',', '"'): fields are not trimmed; a field that starts with a double quote
+ * (after blanks) may hold commas, `""` in it is one quote, and what follows its closing quote up
+ * to the next comma is kept. Like PHP, an empty string gives one null field.
+ */
+export function strGetCsv(text: string): Array<string | null> {
+  const line = text.replace(/(\r\n|\n|\r)$/, '');
+  if (line === '') return [null];
+  const fields: string[] = [];
+  let at = 0;
+  while (at <= line.length) {
+    const quoted = /^[ \t\v\f]*"/.exec(line.slice(at));
+    let field = '';
+    if (quoted !== null) {
+      at += quoted[0].length;
+      while (at < line.length) {
+        const char = line[at] ?? '';
+        if (char === '\\' && at + 1 < line.length) {
+          field += char + (line[at + 1] ?? '');
+          at += 2;
+        } else if (char === '"' && line[at + 1] === '"') {
+          field += '"';
+          at += 2;
+        } else if (char === '"') {
+          at += 1;
+          break;
+        } else {
+          field += char;
+          at += 1;
+        }
+      }
+    }
+    const comma = line.indexOf(',', at);
+    const end = comma === -1 ? line.length : comma;
+    fields.push(field + line.slice(at, end));
+    at = end + 1;
+  }
+  return fields;
+}

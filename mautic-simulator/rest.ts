@@ -1,7 +1,12 @@
 /**
- * The REST half of the Mautic simulator (docs/mautic.md §4, §5, §7): the entity store and what
- * the batch, list and item controllers answer.
+ * The REST half of the Mautic simulator (docs/mautic.md §4, §5, §7; reference §11): what the
+ * batch, list and item controllers answer, and the routing of every API path it serves. The
+ * records live in store.ts; the membership, Do Not Contact, points and lookup endpoints in their
+ * own modules.
  */
+import { actionRoute } from './action-routes.ts';
+import { applyItemDnc } from './contact-actions.ts';
+import { listContacts, listEntities } from './list-api.ts';
 import {
   isPhpIntKey,
   isValidEmail,
@@ -10,186 +15,60 @@ import {
   phpArrayToJs,
   phpEmpty,
   phpIsNumeric,
-  phpJsonEncode,
   sanitizeEmail,
 } from './php.ts';
+import { ENTITIES, present } from './present.ts';
 import {
+  ENTITY_NAMES,
+  type EntityName,
+  type EntityState,
+  findById,
+  findContactByEmail,
+  insert,
+  RESERVED_FIELDS,
+  removeRecord,
+  type StoredRecord,
+  setContactFields,
+} from './store.ts';
+import {
+  bodyParams,
   type DecodedBody,
   exceptionError,
+  PhpError,
   type Reply,
+  returnError,
   type SimRequest,
-  scalar,
+  view,
 } from './symfony.ts';
 import { applyWrite, type WriteMode } from './write-rules.ts';
 
-/** A FOSRest view of an API controller: JMS escaping and the Mautic-Version header. */
-function view(status: number, payload: unknown): Reply {
-  return {
-    status,
-    headers: {
-      'content-type': 'application/json',
-      'cache-control': 'no-cache, private',
-      'mautic-version': MAUTIC_VERSION,
-    },
-    body: phpJsonEncode(payload),
-  };
-}
+// The store's entry points, which tests and the in-memory Mautic import from here.
+export { createEntityState, type EntityState, listRecords, seedRecord } from './store.ts';
 
-/** FetchCommonApiController::returnError outside batch mode: `type` is null, so omitted. */
-function returnError(status: number, message: string): Reply {
-  return view(status, { errors: [{ code: status, message, details: [] }] });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Entities (§4, §5, §7)
-
-const MAUTIC_VERSION = '5.1.0';
-
-type EntityName = 'contacts' | 'companies' | 'segments';
-const ENTITY_NAMES: readonly EntityName[] = ['contacts', 'companies', 'segments'];
-
-interface StoredRecord {
-  id: number;
-  addedAt: number;
-  modifiedAt: number;
-  fields: Record<string, unknown>;
-}
-
-/** The entity store and the settings its controllers read. */
-export interface EntityState {
-  now: () => number;
-  batchMaxLimit: number;
-  stores: Record<EntityName, { lastId: number; records: Map<number, StoredRecord> }>;
-  /**
-   * The contacts under their stored email lower-cased (string emails only), so the upsert does
-   * not scan every contact. Kept by `insert`, `write` and `batchDelete`, the only places that
-   * add, change or remove a contact's fields.
-   */
-  contactsByEmail: Map<string, Set<StoredRecord>>;
-}
-
-/** An empty store for contacts, companies and segments. */
-export function createEntityState(now: () => number, batchMaxLimit: number): EntityState {
-  const empty = () => ({ lastId: 0, records: new Map<number, StoredRecord>() });
-  return {
-    now,
-    batchMaxLimit,
-    stores: { contacts: empty(), companies: empty(), segments: empty() },
-    contactsByEmail: new Map(),
-  };
-}
-
-function entityName(entity: string): EntityName {
-  const name = ENTITY_NAMES.find((candidate) => candidate === entity);
-  if (name === undefined) {
-    throw new TypeError(`Unknown entity "${entity}": use ${ENTITY_NAMES.join(', ')}`);
-  }
-  return name;
-}
-
-/** Stored records of one entity as flat field maps, in id order. */
-export function listRecords(state: EntityState, entity: string) {
-  return [...state.stores[entityName(entity)].records.values()]
-    .sort((a, b) => a.id - b.id)
-    .map(flatten);
-}
-
-/** Inserts a record as given; an `id` is ignored, `dateAdded` (ISO-8601) is kept. */
-export function seedRecord(state: EntityState, entity: string, record: Record<string, unknown>) {
-  const fields: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(record)) {
-    if (!RESERVED_FIELDS.has(key)) fields[key] = value;
-  }
-  const added = typeof record.dateAdded === 'string' ? Date.parse(record.dateAdded) : Number.NaN;
-  const addedAt = Number.isNaN(added) ? state.now() : added;
-  return { id: insert(state, entityName(entity), fields, addedAt).id };
-}
-
-/** Items of a batch request: body entries for new and edit, ids for delete. */
+/** Items of a batch request: body entries for new and edit, ids for delete and segment adds. */
 export function batchItemCount(req: SimRequest): number | undefined {
   if (/^\/api\/[^/]+\/batch\/(new|edit)$/.test(req.path)) return countBody(req.body);
   if (/^\/api\/[^/]+\/batch\/delete$/.test(req.path)) return deleteIds(req.query).length;
+  if (/^\/api\/segments\/[^/]+\/contacts\/add$/.test(req.path)) {
+    const ids = bodyParams(req.body).ids;
+    return ids !== null && typeof ids === 'object' ? Object.keys(ids).length : 0;
+  }
   return undefined;
-}
-
-interface EntityDefinition {
-  multi: string;
-  one: string;
-  /** CustomFieldsApiControllerTrait: blanks and zeros do not overwrite on POST and PATCH. */
-  customFields: boolean;
-  /** Raw-SQL lists: `total` is a string and the list an object keyed by id (§5.4). */
-  rawSqlList: boolean;
-}
-
-const ENTITIES: Record<EntityName, EntityDefinition> = {
-  contacts: { multi: 'contacts', one: 'contact', customFields: true, rawSqlList: true },
-  companies: { multi: 'companies', one: 'company', customFields: true, rawSqlList: true },
-  segments: { multi: 'lists', one: 'list', customFields: false, rawSqlList: false },
-};
-
-// __proto__ too: a JSON body may carry it, and assigning it would swap a record's prototype.
-const RESERVED_FIELDS = new Set([
-  'id',
-  'dateAdded',
-  'dateModified',
-  'overwriteWithBlank',
-  '__proto__',
-]);
-
-function phpDate(ms: number): string {
-  return `${new Date(ms).toISOString().slice(0, 19)}+00:00`;
-}
-
-function present(entity: EntityName, record: StoredRecord): Record<string, unknown> {
-  const common = {
-    id: record.id,
-    isPublished: true,
-    dateAdded: phpDate(record.addedAt),
-    dateModified: phpDate(record.modifiedAt),
-    createdBy: null,
-    createdByUser: null,
-    modifiedBy: null,
-    modifiedByUser: null,
-  };
-  if (entity === 'segments') return { ...common, ...record.fields };
-  const all = { id: record.id, ...record.fields };
-  if (entity === 'companies') return { ...common, fields: { all } };
-  const hasEmail = typeof record.fields.email === 'string' && record.fields.email !== '';
-  return {
-    ...common,
-    owner: null,
-    points: Number(record.fields.points) || 0,
-    lastActive: null,
-    dateIdentified: hasEmail ? phpDate(record.addedAt) : null,
-    color: null,
-    ipAddresses: [],
-    fields: { all },
-    tags: Array.isArray(record.fields.tags) ? record.fields.tags.map((tag) => ({ tag })) : [],
-    utmtags: [],
-    stage: null,
-    doNotContact: [],
-    frequencyRules: [],
-  };
-}
-
-function flatten(record: StoredRecord): Record<string, unknown> & { id: number } {
-  return {
-    id: record.id,
-    ...record.fields,
-    dateAdded: phpDate(record.addedAt),
-    dateModified: phpDate(record.modifiedAt),
-  };
 }
 
 function isBlank(value: unknown): boolean {
   return value === null || value === '' || value === 0 || value === '0';
 }
 
-/** The submitted fields of one item: reserved keys out, the email cleaned as InputHelper does. */
+/**
+ * The submitted fields of one item: reserved keys out, the email cleaned as InputHelper does.
+ * A contact's `doNotContact` is no field: preSaveEntity turns it into DNC entries.
+ */
 function submittedFields(entity: EntityName, item: Record<string, unknown>) {
   const fields: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(item)) {
-    if (!RESERVED_FIELDS.has(key)) fields[key] = value;
+    if (RESERVED_FIELDS.has(key) || (entity === 'contacts' && key === 'doNotContact')) continue;
+    fields[key] = value;
   }
   if (entity === 'contacts' && typeof fields.email === 'string') {
     fields.email = sanitizeEmail(fields.email);
@@ -226,9 +105,9 @@ function violation(
       return { field: 'email', message: `${email} has characters not allowed in email addresses.` };
     }
   }
-  if (entity === 'segments' && (typeof result.name !== 'string' || result.name.trim() === '')) {
-    return { field: 'name', message: 'A value is required.' };
-  }
+  const named = typeof result.name === 'string' && result.name.trim() !== '';
+  if (entity === 'segments' && !named) return { field: 'name', message: 'A value is required.' };
+  if (entity === 'campaigns' && !named) return { field: 'name', message: 'A name is required.' };
   return undefined;
 }
 
@@ -258,71 +137,17 @@ function write(
     return { status: 400, error: { code: 400, message, details, type: null } };
   }
   const now = state.now();
-  if (existing !== undefined) {
-    if (entity === 'contacts') unindexContact(state, existing);
-    existing.fields = fields;
-    if (entity === 'contacts') indexContact(state, existing);
-    existing.modifiedAt = now;
-    return { status: successStatus, record: existing };
+  let record: StoredRecord;
+  if (existing === undefined) record = insert(state, entity, fields, now);
+  else if (entity === 'contacts') {
+    record = existing;
+    setContactFields(state, record, fields, now);
+  } else {
+    record = existing;
+    Object.assign(record, { fields, modifiedAt: now });
   }
-  return { status: successStatus, record: insert(state, entity, fields, now) };
-}
-
-function insert(
-  state: EntityState,
-  entity: EntityName,
-  fields: Record<string, unknown>,
-  addedAt: number,
-): StoredRecord {
-  const store = state.stores[entity];
-  store.lastId += 1;
-  const record = { id: store.lastId, addedAt, modifiedAt: addedAt, fields };
-  store.records.set(record.id, record);
-  if (entity === 'contacts') indexContact(state, record);
-  return record;
-}
-
-/** The key of a contact in `contactsByEmail`; undefined when its email is not a string. */
-function emailKey(record: StoredRecord): string | undefined {
-  const stored = record.fields.email;
-  return typeof stored === 'string' ? stored.toLowerCase() : undefined;
-}
-
-function indexContact(state: EntityState, record: StoredRecord): void {
-  const key = emailKey(record);
-  if (key === undefined) return;
-  const holders = state.contactsByEmail.get(key);
-  if (holders === undefined) state.contactsByEmail.set(key, new Set([record]));
-  else holders.add(record);
-}
-
-/** Call before the record's fields change or it leaves the store. */
-function unindexContact(state: EntityState, record: StoredRecord): void {
-  const key = emailKey(record);
-  if (key === undefined) return;
-  const holders = state.contactsByEmail.get(key);
-  holders?.delete(record);
-  if (holders?.size === 0) state.contactsByEmail.delete(key);
-}
-
-/** LeadModel::checkForDuplicateContact: case-insensitive email, most recently added wins. */
-function findContactByEmail(state: EntityState, email: string): StoredRecord | undefined {
-  let best: StoredRecord | undefined;
-  for (const record of state.contactsByEmail.get(email.toLowerCase()) ?? []) {
-    const newer =
-      best === undefined ||
-      record.addedAt > best.addedAt ||
-      (record.addedAt === best.addedAt && record.id > best.id);
-    if (newer) best = record;
-  }
-  return best;
-}
-
-/** An id as SQL `IN (…)` would match it: integers and numeric strings. */
-function findById(state: EntityState, entity: EntityName, raw: unknown): StoredRecord | undefined {
-  const text = typeof raw === 'number' ? String(raw) : typeof raw === 'string' ? raw.trim() : '';
-  const match = /^(\d+)(\.0*)?$/.exec(text);
-  return match?.[1] === undefined ? undefined : state.stores[entity].records.get(Number(match[1]));
+  if (entity === 'contacts') applyItemDnc(state, record, item.doNotContact, existing === undefined);
+  return { status: successStatus, record };
 }
 
 /**
@@ -365,6 +190,7 @@ function batchLimitError(state: EntityState): Reply {
 }
 
 function batchResponse(
+  state: EntityState,
   status: number,
   entity: EntityName,
   outcomes: Array<[string, ItemOutcome]>,
@@ -375,7 +201,7 @@ function batchResponse(
   for (const [key, outcome] of outcomes) {
     statusCodes.set(key, outcome.status);
     if ('error' in outcome) errors.set(key, outcome.error);
-    else list.set(key, present(entity, outcome.record));
+    else list.set(key, present(state, entity, outcome.record));
   }
   return view(status, {
     [ENTITIES[entity].multi]: list,
@@ -401,7 +227,7 @@ function batchNew(state: EntityState, entity: EntityName, body: DecodedBody): Re
         : write(state, entity, match, item, 'patch', 200),
     ]);
   }
-  return batchResponse(201, entity, outcomes);
+  return batchResponse(state, 201, entity, outcomes);
 }
 
 function batchEdit(
@@ -434,7 +260,7 @@ function batchEdit(
       outcomes.push([key, write(state, entity, undefined, item, 'put', 201)]);
     }
   }
-  return batchResponse(200, entity, outcomes);
+  return batchResponse(state, 200, entity, outcomes);
 }
 
 /** BatchIdToEntityHelper::extractIdsFromIdKey: `ids=1,2`, `ids=5`, `ids[]=1`, `ids[k]=1`. */
@@ -455,75 +281,57 @@ function batchDelete(state: EntityState, entity: EntityName, query: PhpArray): R
   for (const [key, raw] of deleteIds(query)) {
     const record = typeof raw === 'string' ? findById(state, entity, raw) : undefined;
     if (record === undefined) continue;
-    deleted.set(key, present(entity, record));
+    deleted.set(key, present(state, entity, record));
     found.push(record);
   }
-  for (const record of found) {
-    state.stores[entity].records.delete(record.id);
-    if (entity === 'contacts') unindexContact(state, record);
-  }
+  for (const record of found) removeRecord(state, entity, record);
   return view(200, { [ENTITIES[entity].multi]: deleted });
 }
 
-function matchesSearch(record: StoredRecord, search: string): boolean {
-  const ids = /^ids:(.*)$/i.exec(search);
-  if (ids?.[1] !== undefined) {
-    return ids[1].split(',').some((id) => id.trim() === String(record.id));
+/** The standard routes of §4.1 for one entity; undefined when the path is none of them. */
+function standardRoute(
+  state: EntityState,
+  entity: EntityName,
+  rest: string | undefined,
+  req: SimRequest,
+): Reply | undefined {
+  const { method } = req;
+  if (rest === undefined && method === 'GET') {
+    return entity === 'contacts'
+      ? listContacts(state, req.query)
+      : listEntities(state, entity, req.query);
   }
-  const command = /^([A-Za-z0-9_]+):(.*)$/.exec(search);
-  if (command?.[1] !== undefined && command[2] !== undefined) {
-    const value = record.fields[command[1]];
-    return value !== undefined && String(value).toLowerCase() === command[2].toLowerCase();
+  if (rest === 'batch/new' && method === 'POST') return batchNew(state, entity, req.body);
+  if (rest === 'batch/edit' && (method === 'PUT' || method === 'PATCH')) {
+    return batchEdit(state, entity, method, req.body);
   }
-  const needle = search.toLowerCase();
-  return Object.values(record.fields).some(
-    (value) =>
-      (typeof value === 'string' || typeof value === 'number') &&
-      String(value).toLowerCase().includes(needle),
-  );
+  if (rest === 'batch/delete' && method === 'DELETE') return batchDelete(state, entity, req.query);
+  if (rest !== undefined && /^\d+$/.test(rest) && method === 'GET') {
+    const record = state.stores[entity].records.get(Number(rest));
+    return record === undefined
+      ? returnError(404, 'Item was not found.')
+      : view(200, { [ENTITIES[entity].one]: present(state, entity, record) });
+  }
+  return undefined;
 }
 
-function listEntities(state: EntityState, entity: EntityName, query: PhpArray): Reply {
-  const search = (scalar(query.get('search')) ?? '').trim();
-  const start = Math.max(0, Number.parseInt(scalar(query.get('start')) ?? '0', 10) || 0);
-  const limit = Number.parseInt(scalar(query.get('limit')) ?? '30', 10) || 0;
-  const matching = [...state.stores[entity].records.values()]
-    .filter((record) => search === '' || matchesSearch(record, search))
-    .sort((a, b) => a.id - b.id);
-  const page = matching.slice(start, limit > 0 ? start + limit : undefined);
-  const definition = ENTITIES[entity];
-  if (!definition.rawSqlList) {
-    return view(200, {
-      total: matching.length,
-      [definition.multi]: page.map((record) => present(entity, record)),
-    });
-  }
-  const byId: Record<string, unknown> = {};
-  for (const record of page) byId[String(record.id)] = present(entity, record);
-  return view(200, { total: String(matching.length), [definition.multi]: byId });
-}
-
-/** The entity routes of §4.1 that the simulator serves; anything else is the catch-all 404. */
+/**
+ * Every API route the simulator serves; anything else is the catch-all 404. What would make
+ * PHP throw answers the generic 500, after the work done before it, as in Mautic.
+ */
 export function routeEntities(state: EntityState, req: SimRequest): Reply {
-  const match = /^\/api\/(contacts|companies|segments)(?:\/(.*))?$/.exec(req.path);
+  const match = /^\/api\/(contacts|companies|segments|campaigns)(?:\/(.*))?$/.exec(req.path);
   const entity = ENTITY_NAMES.find((name) => name === match?.[1]);
   const rest = match?.[2];
-  const { method } = req;
-  if (entity !== undefined) {
-    if (rest === undefined && method === 'GET') return listEntities(state, entity, req.query);
-    if (rest === 'batch/new' && method === 'POST') return batchNew(state, entity, req.body);
-    if (rest === 'batch/edit' && (method === 'PUT' || method === 'PATCH')) {
-      return batchEdit(state, entity, method, req.body);
-    }
-    if (rest === 'batch/delete' && method === 'DELETE') {
-      return batchDelete(state, entity, req.query);
-    }
-    if (rest !== undefined && /^\d+$/.test(rest) && method === 'GET') {
-      const record = state.stores[entity].records.get(Number(rest));
-      return record === undefined
-        ? returnError(404, 'Item was not found.')
-        : view(200, { [ENTITIES[entity].one]: present(entity, record) });
-    }
+  try {
+    const reply =
+      entity === undefined
+        ? undefined
+        : (standardRoute(state, entity, rest, req) ??
+          (rest === undefined ? undefined : actionRoute(state, entity, rest, req)));
+    return reply ?? exceptionError(404, `Requested URL not found: ${req.path}`);
+  } catch (error) {
+    if (error instanceof PhpError) return exceptionError(500);
+    throw error;
   }
-  return exceptionError(404, `Requested URL not found: ${req.path}`);
 }

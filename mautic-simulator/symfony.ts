@@ -111,3 +111,29 @@ export function oauthError(status: number, type: string, message: string): Reply
 export function exceptionError(status: number, message = genericMessage(status)): Reply {
   return symfonyJson(status, { errors: [{ message, code: status, type: null }] });
 }
+
+/**
+ * What PHP throws where Mautic's code meets a value it did not expect (a TypeError, a database
+ * error): the route answers ExceptionController's generic 500. Work done before it stays done.
+ */
+export class PhpError extends Error {}
+
+const MAUTIC_VERSION = '5.1.0';
+
+/** A FOSRest view of an API controller: JMS escaping and the Mautic-Version header. */
+export function view(status: number, payload: unknown): Reply {
+  return {
+    status,
+    headers: {
+      'content-type': 'application/json',
+      'cache-control': 'no-cache, private',
+      'mautic-version': MAUTIC_VERSION,
+    },
+    body: phpJsonEncode(payload),
+  };
+}
+
+/** FetchCommonApiController::returnError outside batch mode: `type` is null, so omitted. */
+export function returnError(status: number, message: string, details: unknown = []): Reply {
+  return view(status, { errors: [{ code: status, message, details }] });
+}

@@ -15,9 +15,10 @@
  * - Entities without custom fields (segments) write every value they are sent.
  * - A contact's `tags` (an array, or a comma-separated string) are operations, on every method:
  *   `name` adds the tag, `-name` removes it; other tags stay. Stored sorted, as a set.
- * - Every other key (`owner`, `stage`, `doNotContact`, `companies`, …) is stored as sent, subject
- *   to the rules above: the simulator does not model what Mautic does with them beyond that,
- *   which is why the relay never merges events that carry the list-like ones.
+ * - Every other key (`owner`, `stage`, `companies`, …) is stored as sent, subject to the rules
+ *   above: the simulator does not model what Mautic does with them beyond that, which is why the
+ *   relay never merges events that carry the list-like ones. A contact's `doNotContact` never
+ *   gets here: rest.ts turns it into Do Not Contact entries (contact-actions.ts).
  */
 
 export type WriteMode = 'post' | 'patch' | 'put';

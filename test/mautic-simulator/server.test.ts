@@ -581,7 +581,7 @@ describe('batch endpoints', () => {
     expect(body.statusCodes).toEqual([201, 201]);
     expect(body.errors).toBeUndefined();
     expect(body.contacts).toMatchObject([
-      { id: 1, fields: { all: { id: 1, email: 'ada@example.com', firstname: 'Ada' } } },
+      { id: 1, fields: { all: { id: '1', email: 'ada@example.com', firstname: 'Ada' } } },
       { id: 2 },
     ]);
     expect(simulator.records('contacts')).toMatchObject([

@@ -1,0 +1,311 @@
+/**
+ * The simulator's Mautic database: contacts, companies, segments and campaigns as field maps, and
+ * what links a contact to the others (segment and campaign memberships, company links, Do Not
+ * Contact entries), with the lookups every controller shares.
+ */
+import { DEFAULT_CONTACT_FIELDS, FIRST_CUSTOM_FIELD_ID, NON_FIELD_KEYS } from './contact-fields.ts';
+import { phpIntval } from './php.ts';
+
+export type EntityName = 'contacts' | 'companies' | 'segments' | 'campaigns';
+export const ENTITY_NAMES: readonly EntityName[] = [
+  'contacts',
+  'companies',
+  'segments',
+  'campaigns',
+];
+
+export interface StoredRecord {
+  id: number;
+  addedAt: number;
+  modifiedAt: number;
+  fields: Record<string, unknown>;
+}
+
+/** A row of lead_lists_leads or campaign_leads. */
+export interface Membership {
+  addedAt: number;
+  manuallyAdded: boolean;
+  manuallyRemoved: boolean;
+}
+
+/** A row of lead_donotcontact. */
+interface DncEntry {
+  id: number;
+  addedAt: number;
+  reason: number;
+  comments: string;
+  channel: string;
+  channelId: number | null;
+}
+
+/** Everything that ties one contact to other records; rows of deleted records are skipped on read. */
+export interface ContactLinks {
+  segments: Map<number, Membership>;
+  campaigns: Map<number, Membership>;
+  /** Company id → link, in the order the links were made. */
+  companies: Map<number, { addedAt: number; primary: boolean }>;
+  doNotContact: DncEntry[];
+}
+
+/** The entity store and the settings its controllers read. */
+export interface EntityState {
+  now: () => number;
+  batchMaxLimit: number;
+  stores: Record<EntityName, { lastId: number; records: Map<number, StoredRecord> }>;
+  /**
+   * The contacts under their stored email lower-cased (string emails only), so the upsert does
+   * not scan every contact. Kept by `insert`, `setContactFields` and `removeRecord`.
+   */
+  contactsByEmail: Map<string, Set<StoredRecord>>;
+  /** Contact id → its links. */
+  links: Map<number, ContactLinks>;
+  lastDncId: number;
+  /** Custom contact fields (alias → field id): every other key a contact was ever written with. */
+  customFields: Map<string, number>;
+}
+
+/** An empty store. */
+export function createEntityState(now: () => number, batchMaxLimit: number): EntityState {
+  const empty = () => ({ lastId: 0, records: new Map<number, StoredRecord>() });
+  return {
+    now,
+    batchMaxLimit,
+    stores: { contacts: empty(), companies: empty(), segments: empty(), campaigns: empty() },
+    contactsByEmail: new Map(),
+    links: new Map(),
+    lastDncId: 0,
+    customFields: new Map(),
+  };
+}
+
+function entityName(entity: string): EntityName {
+  const name = ENTITY_NAMES.find((candidate) => candidate === entity);
+  if (name === undefined) {
+    throw new TypeError(`Unknown entity "${entity}": use ${ENTITY_NAMES.join(', ')}`);
+  }
+  return name;
+}
+
+// __proto__ too: a JSON body may carry it, and assigning it would swap a record's prototype.
+export const RESERVED_FIELDS: ReadonlySet<string> = new Set([
+  'id',
+  'dateAdded',
+  'dateModified',
+  'overwriteWithBlank',
+  '__proto__',
+]);
+
+/** A date as JMS serializes a DateTime. */
+export function phpDate(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, 19)}+00:00`;
+}
+
+/** A date as MySQL returns a DATETIME column. */
+export function sqlDate(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+}
+
+/** The DNC entries of a contact as tests compare them: what a client can set, no id or date. */
+function dncSummary(entries: readonly DncEntry[]) {
+  return entries.map(({ channel, reason, comments, channelId }) => ({
+    channel,
+    reason,
+    comments,
+    channelId,
+  }));
+}
+
+function flatten(state: EntityState, entity: EntityName, record: StoredRecord) {
+  const dnc = entity === 'contacts' ? (state.links.get(record.id)?.doNotContact ?? []) : [];
+  return {
+    id: record.id,
+    ...record.fields,
+    ...(dnc.length > 0 ? { doNotContact: dncSummary(dnc) } : {}),
+    dateAdded: phpDate(record.addedAt),
+    dateModified: phpDate(record.modifiedAt),
+  };
+}
+
+/**
+ * Stored records of one entity as flat field maps, in id order. A contact with Do Not Contact
+ * entries also has `doNotContact: [{channel, reason, comments, channelId}]`.
+ */
+export function listRecords(
+  state: EntityState,
+  entity: string,
+): Array<Record<string, unknown> & { id: number }> {
+  const name = entityName(entity);
+  return [...state.stores[name].records.values()]
+    .sort((a, b) => a.id - b.id)
+    .map((record) => flatten(state, name, record));
+}
+
+/**
+ * Inserts a record as given; an `id` is ignored, `dateAdded` (ISO-8601) is kept. A contact's
+ * `doNotContact` items become its entries, as on a create (channel `email` and reason 3 unless
+ * given).
+ */
+export function seedRecord(state: EntityState, entity: string, record: Record<string, unknown>) {
+  const name = entityName(entity);
+  const fields: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(record)) {
+    if (!RESERVED_FIELDS.has(key) && !(name === 'contacts' && key === 'doNotContact')) {
+      fields[key] = value;
+    }
+  }
+  const added = typeof record.dateAdded === 'string' ? Date.parse(record.dateAdded) : Number.NaN;
+  const addedAt = Number.isNaN(added) ? state.now() : added;
+  const stored = insert(state, name, fields, addedAt);
+  if (name === 'contacts' && Array.isArray(record.doNotContact)) {
+    for (const item of record.doNotContact as Array<Record<string, unknown>>) {
+      const channel = typeof item.channel === 'string' ? item.channel : 'email';
+      const reason = item.reason === undefined ? 3 : phpIntval(item.reason);
+      addDncEntry(state, stored, { channel, reason, comments: String(item.comments ?? '') });
+    }
+  }
+  return { id: stored.id };
+}
+
+export function insert(
+  state: EntityState,
+  entity: EntityName,
+  fields: Record<string, unknown>,
+  addedAt: number,
+): StoredRecord {
+  const store = state.stores[entity];
+  store.lastId += 1;
+  const record = { id: store.lastId, addedAt, modifiedAt: addedAt, fields: {} };
+  store.records.set(record.id, record);
+  if (entity === 'contacts') setContactFields(state, record, fields, addedAt);
+  else record.fields = fields;
+  return record;
+}
+
+/** Replaces a contact's fields, keeping the email index and the custom field list. */
+export function setContactFields(
+  state: EntityState,
+  record: StoredRecord,
+  fields: Record<string, unknown>,
+  now: number,
+): void {
+  unindexContact(state, record);
+  record.fields = fields;
+  record.modifiedAt = now;
+  indexContact(state, record);
+  for (const key of Object.keys(fields)) {
+    if (NON_FIELD_KEYS.has(key) || DEFAULT_ALIASES.has(key) || state.customFields.has(key))
+      continue;
+    state.customFields.set(key, FIRST_CUSTOM_FIELD_ID + state.customFields.size);
+  }
+}
+
+const DEFAULT_ALIASES = new Set(DEFAULT_CONTACT_FIELDS.map((field) => field.alias));
+
+/** Deletes a record; a contact's links go with it (the foreign keys cascade). */
+export function removeRecord(state: EntityState, entity: EntityName, record: StoredRecord): void {
+  state.stores[entity].records.delete(record.id);
+  if (entity !== 'contacts') return;
+  unindexContact(state, record);
+  state.links.delete(record.id);
+}
+
+/** The key of a contact in `contactsByEmail`; undefined when its email is not a string. */
+function emailKey(record: StoredRecord): string | undefined {
+  const stored = record.fields.email;
+  return typeof stored === 'string' ? stored.toLowerCase() : undefined;
+}
+
+function indexContact(state: EntityState, record: StoredRecord): void {
+  const key = emailKey(record);
+  if (key === undefined) return;
+  const holders = state.contactsByEmail.get(key);
+  if (holders === undefined) state.contactsByEmail.set(key, new Set([record]));
+  else holders.add(record);
+}
+
+function unindexContact(state: EntityState, record: StoredRecord): void {
+  const key = emailKey(record);
+  if (key === undefined) return;
+  const holders = state.contactsByEmail.get(key);
+  holders?.delete(record);
+  if (holders?.size === 0) state.contactsByEmail.delete(key);
+}
+
+/** LeadModel::checkForDuplicateContact: case-insensitive email, most recently added wins. */
+export function findContactByEmail(state: EntityState, email: string): StoredRecord | undefined {
+  let best: StoredRecord | undefined;
+  for (const record of state.contactsByEmail.get(email.toLowerCase()) ?? []) {
+    const newer =
+      best === undefined ||
+      record.addedAt > best.addedAt ||
+      (record.addedAt === best.addedAt && record.id > best.id);
+    if (newer) best = record;
+  }
+  return best;
+}
+
+/** An id as SQL `IN (…)` would match it: integers and numeric strings. */
+export function findById(
+  state: EntityState,
+  entity: EntityName,
+  raw: unknown,
+): StoredRecord | undefined {
+  const text = typeof raw === 'number' ? String(raw) : typeof raw === 'string' ? raw.trim() : '';
+  const match = /^(\d+)(\.0*)?$/.exec(text);
+  return match?.[1] === undefined ? undefined : state.stores[entity].records.get(Number(match[1]));
+}
+
+/** `getEntity($id)` of a model: the id cast with PHP's (int), as `find((int) $id)` does. */
+export function getEntity(
+  state: EntityState,
+  entity: EntityName,
+  raw: unknown,
+): StoredRecord | undefined {
+  return state.stores[entity].records.get(phpIntval(raw));
+}
+
+/** A contact's links, created empty on first use. */
+export function linksOf(state: EntityState, contactId: number): ContactLinks {
+  let links = state.links.get(contactId);
+  if (links === undefined) {
+    links = { segments: new Map(), campaigns: new Map(), companies: new Map(), doNotContact: [] };
+    state.links.set(contactId, links);
+  }
+  return links;
+}
+
+/** DoNotContact::createDncRecord: a new entry, whatever the contact already has. */
+export function addDncEntry(
+  state: EntityState,
+  contact: StoredRecord,
+  entry: { channel: string; reason: number; comments: string; channelId?: number | null },
+): void {
+  state.lastDncId += 1;
+  linksOf(state, contact.id).doNotContact.push({
+    id: state.lastDncId,
+    addedAt: state.now(),
+    reason: entry.reason,
+    comments: entry.comments,
+    channel: entry.channel,
+    channelId: entry.channelId ?? null,
+  });
+}
+
+/** A contact's memberships and company links as tests read them, or undefined for no contact. */
+export function contactMemberships(state: EntityState, contactId: number) {
+  if (!state.stores.contacts.records.has(contactId)) return undefined;
+  const links = state.links.get(contactId);
+  const rows = (entity: 'segments' | 'campaigns') =>
+    [...(links?.[entity] ?? new Map<number, Membership>()).entries()]
+      .filter(([id]) => state.stores[entity].records.has(id))
+      .sort(([a], [b]) => a - b)
+      .map(([id, row]) => ({
+        id,
+        manuallyAdded: row.manuallyAdded,
+        manuallyRemoved: row.manuallyRemoved,
+      }));
+  const companies = [...(links?.companies ?? new Map()).entries()]
+    .filter(([id]) => state.stores.companies.records.has(id))
+    .map(([id, link]) => ({ id, primary: link.primary }));
+  return { segments: rows('segments'), campaigns: rows('campaigns'), companies };
+}
