@@ -1,9 +1,11 @@
 /**
  * Contact references of one delivery run (contract §5): which contacts each `match` names, as
- * far as this run has seen. Filled by lookups, by the run's own creates (Mautic answers a
- * create with the contact's id) and emptied of deleted contacts; forgotten after an edit that
- * may change which contact a reference names. Never kept across runs: a contact may be merged
- * or deleted in between.
+ * far as this run has seen. Filled by lookups and by the run's own creates (Mautic answers a
+ * create with the contact's id: when a lookup had found at most one contact with the email,
+ * that id is the one; otherwise the reference is looked up again, as Mautic may hold several
+ * contacts with one email), emptied of deleted contacts, forgotten after an edit that may
+ * change which contact a reference names. Never kept across runs: a contact may be merged or
+ * deleted in between.
  */
 import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { type ContactMatch, matchKey } from './events.ts';
@@ -14,16 +16,12 @@ export class ContactReferences {
   readonly #known = new Map<string, number[]>();
   /** Every reference of the run, by key, to look them up together at the first need. */
   readonly #all = new Map<string, ContactMatch>();
-  /** Keys the run's creates make: their id comes from the create's answer. */
-  readonly #created = new Set<string>();
 
   constructor(chunks: ReadonlyArray<Chunk>) {
     for (const chunk of chunks) {
       if (chunk.entity !== 'contacts') continue;
-      for (const item of chunk.items) {
+      for (const item of chunk.items)
         if (item.match) this.#all.set(matchKey(item.match), item.match);
-        if (chunk.action === 'create' && item.record.key) this.#created.add(item.record.key);
-      }
     }
   }
 
@@ -34,17 +32,14 @@ export class ContactReferences {
 
   /**
    * What to look up now, by field: the references the items need, and with them every other
-   * unresolved one of the run that no create of the run will answer, so one lookup serves the
-   * whole run.
+   * unresolved one of the run, so one lookup serves the whole run.
    */
   toLookUp(items: ReadonlyArray<PlannedItem>): Map<string, string[]> {
     const needed = new Map<string, ContactMatch>();
     for (const item of items) {
       if (item.match && this.unresolved(item)) needed.set(matchKey(item.match), item.match);
     }
-    for (const [key, match] of this.#all) {
-      if (!this.#known.has(key) && !this.#created.has(key)) needed.set(key, match);
-    }
+    for (const [key, match] of this.#all) if (!this.#known.has(key)) needed.set(key, match);
     const byField = new Map<string, string[]>();
     for (const { field, value } of needed.values()) {
       byField.set(field, [...(byField.get(field) ?? []), value]);
@@ -71,14 +66,16 @@ export class ContactReferences {
     if (chunk.entity !== 'contacts') return;
     if (chunk.action === 'edit' && items.some((item) => item.record.barrier)) {
       this.#known.clear();
-      this.#created.clear();
       return;
     }
     for (const item of items) {
       const outcome = outcomes.get(item.messageIds[0] ?? '');
       if (outcome?.kind !== 'delivered') continue;
       if (chunk.action === 'create' && item.record.key) {
-        this.#known.set(item.record.key, [outcome.id]);
+        const before = this.#known.get(item.record.key);
+        if (before !== undefined && before.length <= 1)
+          this.#known.set(item.record.key, [outcome.id]);
+        else this.#known.delete(item.record.key);
       } else if (chunk.action === 'delete' && item.id !== undefined) {
         this.#deleted(item.id);
       }

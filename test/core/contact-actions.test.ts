@@ -79,7 +79,7 @@ afterEach(async () => {
 });
 
 describe('contacts named by match', () => {
-  it('adds a contact the batch creates to a segment by its email, without a lookup', async () => {
+  it('adds a contact the batch creates to a segment by its email, looked up after the create', async () => {
     const segment = sim.seed('segments', {
       name: 'Customers',
       alias: 'customers',
@@ -99,6 +99,7 @@ describe('contacts named by match', () => {
     expect(outcomes.map((o) => o.kind)).toEqual(['delivered', 'delivered']);
     expect(apiCalls()).toEqual([
       'POST /api/contacts/batch/new',
+      'GET /api/contacts',
       `POST /api/segments/${segment.id}/contacts/add`,
     ]);
     const [created] = sim.records('contacts');
