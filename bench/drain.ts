@@ -157,8 +157,11 @@ interface RunResult {
   mauticMs: number;
   /** Per invocation of BATCH_SIZE events: handler time less the time waiting on Mautic. */
   overheadMs: number[];
-  /** This process's CPU time over the drain's wall time: near 1, its one event loop is the bound. */
+  /** This process's CPU time over the drain's wall time, its threads together. */
   cpuShare: number;
+  /** Event loop utilisation over the drain: the handler's thread's and the simulator's. */
+  handlerLoop: number;
+  simulatorLoop: number;
 }
 
 type QueuePair = Awaited<ReturnType<typeof createQueuePair>>;
@@ -388,16 +391,23 @@ async function drainRun(bench: Bench, shape: RunShape): Promise<Omit<RunResult, 
   });
   const stopSource = () => source.stop().finally(() => mappingSqs.destroy());
 
-  let clock: { seconds: number; cpuShare: number };
+  let clock: Pick<RunResult, 'seconds' | 'cpuShare' | 'handlerLoop' | 'simulatorLoop'>;
   try {
     const started = performance.now();
     bench.mauticTime.ms = 0;
     const cpuBefore = process.cpuUsage();
+    const handlerLoop = performance.eventLoopUtilization();
+    const simulatorLoop = sim.eventLoop();
     source.start();
     await untilDelivered(sim, started, shape);
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
-    clock = { seconds, cpuShare: (cpu.user + cpu.system) / 1e6 / seconds };
+    clock = {
+      seconds,
+      cpuShare: (cpu.user + cpu.system) / 1e6 / seconds,
+      handlerLoop: performance.eventLoopUtilization(handlerLoop).utilization,
+      simulatorLoop: sim.eventLoop(simulatorLoop).utilization,
+    };
   } catch (error) {
     await stopSource().catch(() => {});
     throw error;
@@ -528,14 +538,17 @@ function figures(result: RunResult) {
     ratio: rate / idealRate(shape),
     callsPerEvent: apiCalls / events,
     busy: mauticMs / (seconds * 1000 * concurrency),
+    /** Mautic's answer time as the handler saw it: the latency, unless its work or the CPU stretch it. */
+    callMs: mauticMs / result.apiCalls,
     p50: percentile(overhead, 0.5),
     p90: percentile(overhead, 0.9),
   };
 }
 
 function printRun(result: RunResult): void {
-  const { shape, seconds, apiCalls, lookups, invocations, cpuShare } = result;
-  const { rate, ideal, ratio, callsPerEvent, busy, p50, p90 } = figures(result);
+  const { shape, seconds, apiCalls, lookups, invocations, cpuShare, handlerLoop, simulatorLoop } =
+    result;
+  const { rate, ideal, ratio, callsPerEvent, busy, callMs, p50, p90 } = figures(result);
   const fewest = (events / BATCH_SIZE) * shape.callsPerBatch;
   console.log(`\n${shape.name}: ${events} ${shape.title} in ${seconds.toFixed(2)} s`);
   console.log(`  events/s:         ${rate.toFixed(0)}`);
@@ -546,9 +559,13 @@ function printRun(result: RunResult): void {
   );
   console.log(
     `  process CPU:      ${(cpuShare * 100).toFixed(0)} % of one core (emulators, simulator and ` +
-      'handler share this process)',
+      'handler share this process); event loops busy: ' +
+      `the handler's thread ${(handlerLoop * 100).toFixed(0)} %, the simulator's ${(simulatorLoop * 100).toFixed(0)} %`,
   );
-  console.log(`  slot busy on Mautic: ${(busy * 100).toFixed(0)} % of ${concurrency} × the drain`);
+  console.log(
+    `  slot busy on Mautic: ${(busy * 100).toFixed(0)} % of ${concurrency} × the drain, ` +
+      `${callMs.toFixed(1)} ms a call on average`,
+  );
   console.log(
     `  ideal events/s:   ${ideal.toFixed(0)} (${concurrency} × ${BATCH_SIZE} ÷ ` +
       `(${shape.callsPerBatch} × ${latencyMs} ms))`,
@@ -562,7 +579,7 @@ function printRun(result: RunResult): void {
 
 /** The SUMMARY keys of one run: the creates' as they always were, the edits' prefixed. */
 function summaryOf(result: RunResult): Record<string, unknown> {
-  const { rate, ideal, ratio, callsPerEvent, busy, p50, p90 } = figures(result);
+  const { rate, ideal, ratio, callsPerEvent, busy, callMs, p50, p90 } = figures(result);
   if (result.shape.name === 'creates') {
     return {
       figure: 'drain_ratio',
@@ -571,7 +588,10 @@ function summaryOf(result: RunResult): Record<string, unknown> {
       baseline_ideal_events_per_s: round(ideal, 0),
       calls_per_event: round(callsPerEvent, 5),
       slot_busy: round(busy, 3),
+      mautic_call_ms: round(callMs, 1),
       process_cpu_share: round(result.cpuShare, 2),
+      handler_loop_busy: round(result.handlerLoop, 2),
+      simulator_loop_busy: round(result.simulatorLoop, 2),
       handler_overhead_ms_per_200_p50: round(p50, 2),
       handler_overhead_ms_per_200_p90: round(p90, 2),
     };
@@ -583,7 +603,10 @@ function summaryOf(result: RunResult): Record<string, unknown> {
     match_edit_calls_per_event: round(callsPerEvent, 5),
     match_edit_lookups: result.lookups,
     match_edit_slot_busy: round(busy, 3),
+    match_edit_mautic_call_ms: round(callMs, 1),
     match_edit_process_cpu_share: round(result.cpuShare, 2),
+    match_edit_handler_loop_busy: round(result.handlerLoop, 2),
+    match_edit_simulator_loop_busy: round(result.simulatorLoop, 2),
     match_edit_handler_overhead_ms_per_200_p50: round(p50, 2),
     match_edit_handler_overhead_ms_per_200_p90: round(p90, 2),
   };

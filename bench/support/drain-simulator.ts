@@ -6,6 +6,7 @@
  * time: how many items the run's answered calls carried (cheap, asked every few milliseconds
  * while the queue drains), and, off the clock, what it holds and which calls it had.
  */
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 
@@ -24,7 +25,7 @@ export interface DeliveringCall {
 }
 
 /** Since the mark: what the simulator holds of the drain's contacts, and the API calls. */
-export interface SimulatorCounts {
+interface SimulatorCounts {
   /** Contacts with a drain email. */
   contacts: number;
   /** Distinct emails among them. */
@@ -45,6 +46,11 @@ export interface SimulatorThread {
   carried(): Promise<number>;
   /** Lists the contacts, at a cost in proportion to their number: only off the clock. */
   counts(holding: { field: string; value: string }): Promise<SimulatorCounts>;
+  /**
+   * The simulator thread's event loop utilisation, since `before` when given: near 1, its one
+   * loop (parsing, applying and presenting 200 contacts a call) is what the calls wait on.
+   */
+  eventLoop(before?: EventLoopUtilization): EventLoopUtilization;
   /** Stores `count` drain contacts directly, as if created before (no API call). */
   seed(count: number): Promise<unknown>;
   close(): Promise<void>;
@@ -93,6 +99,7 @@ export async function startSimulatorThread(latencyMs: number): Promise<Simulator
     carried: () => ask<number>({ ask: 'carried' }),
     counts: ({ field, value }) => ask<SimulatorCounts>({ ask: 'counts', field, value }),
     seed: (count) => ask<null>({ ask: 'seed', count }),
+    eventLoop: (before) => worker.performance.eventLoopUtilization(before),
     async close() {
       await ask<null>({ ask: 'close' });
       await worker.terminate();

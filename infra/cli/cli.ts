@@ -358,6 +358,8 @@ environment (AWS_REGION or AWS_PROFILE, and credentials); with --local, the runn
     summary: 'post events to an ingest URL, signed',
     details: `Posts FILE, or stdin, as it is to the ingest, signed with a Standard Webhooks secret or
 with an API key; prints the answer. Exits 0 on a 2xx answer, else 1. Needs no AWS environment.
+Any event shape of the contract: records, contacts named by "match", the integrator actions
+(docs/recipes.md has worked examples).
   --url URL        the ingest URL, e.g. http://127.0.0.1:3000/events
   --local          the running "npm start"'s ingest URL
   --secret S       a whsec_ secret; better given as WEBHOOK_SECRET in the environment
