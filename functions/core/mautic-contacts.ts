@@ -17,9 +17,10 @@ export type ApiSend = (
 
 /**
  * The longest query string a lookup sends. Apache refuses a request line over 8,190 bytes with
- * 414 (reference §11.1); the rest is left for the method, the base URL's path and the protocol.
+ * 414 (reference §11.1), nginx's default buffer is 8 KiB; the rest is left for the method, a
+ * base URL path of up to 550 bytes, `/api/contacts` and the protocol.
  */
-const MAX_LOOKUP_QUERY_BYTES = 7_000;
+const MAX_LOOKUP_QUERY_BYTES = 7_600;
 /** Pages of one lookup before it gives up: values are exact, so one page almost always does. */
 const MAX_LOOKUP_PAGES = 20;
 
@@ -79,7 +80,7 @@ function csvValue(value: string): string {
 }
 
 function lookupQuery(field: string, values: ReadonlyArray<string>, start: number, limit: number) {
-  const params = new URLSearchParams({
+  const params = {
     'where[0][col]': field,
     'where[0][expr]': 'in',
     'where[0][val]': values.map(csvValue).join(','),
@@ -88,8 +89,18 @@ function lookupQuery(field: string, values: ReadonlyArray<string>, start: number
     orderByDir: 'ASC',
     start: String(start),
     limit: String(limit),
-  });
-  return params.toString();
+  };
+  return Object.entries(params)
+    .map(([name, value]) => `${encodeURIComponent(name)}=${queryValue(value)}`)
+    .join('&');
+}
+
+/**
+ * A query value, percent-encoded but for `@` and `,`, which a query may carry as they are (RFC
+ * 3986 §3.4) and PHP reads alike: 4 bytes less per email, so 200 fit in one lookup.
+ */
+function queryValue(value: string): string {
+  return encodeURIComponent(value).replaceAll('%40', '@').replaceAll('%2C', ',');
 }
 
 /** Every contact of one `in` lookup, page by page: its id and its field value, normalised. */

@@ -153,10 +153,27 @@ describe('contacts named by match', () => {
 
     expect(outcomes.every((o) => o.kind === 'delivered')).toBe(true);
     const lookups = sim.requests.filter((r) => r.method === 'GET' && r.path === '/api/contacts');
-    // 200 × ~90 bytes of encoded value: three requests under 7,000 bytes of query each.
+    // 200 × 77 bytes of value: three requests under 7,600 bytes of query each.
     expect(lookups).toHaveLength(3);
-    expect(lookups.every((r) => r.status === 200)).toBe(true);
+    expect(lookups.every((r) => r.status === 200 && r.query.length <= 7_600)).toBe(true);
     expect(sim.records('contacts').every((c) => c.city === 'Oslo')).toBe(true);
+  });
+
+  it('fits 200 addresses of 34 characters in one lookup, @ and commas unescaped', async () => {
+    const address = (i: number) => `first.last${String(i).padStart(3, '0')}@companys-example.com`;
+    expect(address(7)).toHaveLength(34);
+    for (let i = 0; i < 200; i++) sim.seed('contacts', { email: address(i) });
+
+    const found = await depsWith().api.findContacts(
+      'email',
+      Array.from({ length: 200 }, (_, i) => address(i)),
+      { accessToken: token },
+    );
+
+    expect([...found.values()].every((ids) => ids.length === 1)).toBe(true);
+    const lookups = sim.requests.filter((r) => r.method === 'GET' && r.path === '/api/contacts');
+    expect(lookups).toHaveLength(1);
+    expect(lookups[0]?.query).toContain('first.last000@companys-example.com,first.last001@');
   });
 
   it('never resolves a reference to a look-alike: prefixes, LIKE wildcards, accents', async () => {
