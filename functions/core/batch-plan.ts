@@ -276,16 +276,30 @@ function recordOf(event: QueuedEvent, matchFields: ReadonlySet<string>): RecordR
   const key = recordKey(event);
   if (event.action === 'create')
     return { entity: event.entity, action: 'create', key, barrier: false };
-  const data = event.data ?? {};
   return {
     entity: event.entity,
     action: event.action,
     key,
     barrier:
-      event.entity === 'contacts' &&
-      event.action === 'edit' &&
-      Object.keys(data).some((field) => field === 'email' || matchFields.has(field)),
+      event.entity === 'contacts' && event.action === 'edit' && movesReferences(event, matchFields),
   };
+}
+
+/**
+ * Whether a contact edit may change which contact a reference names: it writes `email` or a
+ * field a `match` of the batch names, other than its own reference's field with the same value.
+ */
+function movesReferences(event: QueuedEvent, matchFields: ReadonlySet<string>): boolean {
+  const own = contactMatch(event);
+  return Object.entries(event.data ?? {}).some(
+    ([field, value]) =>
+      (field === 'email' || matchFields.has(field)) &&
+      !(
+        own?.field === field &&
+        typeof value === 'string' &&
+        value.trim().toLowerCase() === own.value.trim().toLowerCase()
+      ),
+  );
 }
 
 /** The event as an item of its own. */

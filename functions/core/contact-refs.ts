@@ -10,6 +10,7 @@
 import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { type ContactMatch, matchKey } from './events.ts';
 import type { MessageOutcome } from './failure-policy.ts';
+import type { CallOptions, MauticBatchApi } from './ports.ts';
 
 export class ContactReferences {
   /** Ids by `matchKey`: every contact that has the value (one, none, or several). */
@@ -47,9 +48,22 @@ export class ContactReferences {
     return byField;
   }
 
-  /** A lookup's answer: ids by normalised value, for one field. */
-  learn(field: string, found: ReadonlyMap<string, number[]>): void {
-    for (const [value, ids] of found) this.#known.set(`${field} ${value}`, [...ids]);
+  /**
+   * Looks the values up, field by field, and learns the answers only once every field was
+   * answered: the items of a lookup that failed part-way go back to the queue whole.
+   */
+  async lookUp(
+    api: Pick<MauticBatchApi, 'findContacts'>,
+    byField: ReadonlyMap<string, string[]>,
+    call: CallOptions,
+  ): Promise<void> {
+    const answers: Array<[string, Map<string, number[]>]> = [];
+    for (const [field, values] of byField) {
+      answers.push([field, await api.findContacts(field, values, call)]);
+    }
+    for (const [field, found] of answers) {
+      for (const [value, ids] of found) this.#known.set(`${field} ${value}`, [...ids]);
+    }
   }
 
   /** The contacts the item's reference names; undefined when not looked up. */
@@ -57,12 +71,15 @@ export class ContactReferences {
     return item.match ? this.#known.get(matchKey(item.match)) : undefined;
   }
 
-  /** What a chunk's outcomes teach: created contacts, deleted ones, references an edit may move. */
+  /**
+   * What a chunk's outcomes teach: created contacts, deleted ones, references an edit may move
+   * (a barrier, whatever its outcome: a call that failed may have been applied).
+   */
   after(
     chunk: Chunk,
     items: ReadonlyArray<PlannedItem>,
     outcomes: ReadonlyMap<string, MessageOutcome>,
-  ) {
+  ): void {
     if (chunk.entity !== 'contacts') return;
     if (chunk.action === 'edit' && items.some((item) => item.record.barrier)) {
       this.#known.clear();
@@ -71,15 +88,28 @@ export class ContactReferences {
     for (const item of items) {
       const outcome = outcomes.get(item.messageIds[0] ?? '');
       if (outcome?.kind !== 'delivered') continue;
-      if (chunk.action === 'create' && item.record.key) {
-        const before = this.#known.get(item.record.key);
-        if (before !== undefined && before.length <= 1)
-          this.#known.set(item.record.key, [outcome.id]);
-        else this.#known.delete(item.record.key);
-      } else if (chunk.action === 'delete' && item.id !== undefined) {
-        this.#deleted(item.id);
+      if (chunk.action === 'create') this.#created(item, outcome.id);
+      else if (chunk.action === 'delete' && item.id !== undefined) this.#deleted(item.id);
+    }
+  }
+
+  /**
+   * A create Mautic answered with `id`: it made that contact, or updated the one that has the
+   * email (or another unique field). What the contact's other references named, and every
+   * reference on a field the create wrote, is looked up again.
+   */
+  #created(item: PlannedItem, id: number): void {
+    const key = item.record.key;
+    const before = key === undefined ? undefined : this.#known.get(key);
+    const written = new Set(Object.keys(item.payload).filter((field) => field !== 'email'));
+    for (const [other, ids] of this.#known) {
+      if (ids.includes(id) || written.has(other.slice(0, other.indexOf(' ')))) {
+        this.#known.delete(other);
       }
     }
+    if (key === undefined) return;
+    if (before !== undefined && before.length <= 1) this.#known.set(key, [id]);
+    else this.#known.delete(key);
   }
 
   #deleted(id: number): void {
@@ -118,23 +148,4 @@ export function resolution(
       message: `Contacts ${ids.join(', ')} all match ${what}`,
     },
   };
-}
-
-/**
- * The items cut into rounds in which no contact comes twice (two references may name one
- * contact): each round is one call, in order, so the later event applies after the earlier.
- */
-export function roundsByContact(items: ReadonlyArray<PlannedItem>): PlannedItem[][] {
-  const rounds: Array<{ ids: Set<number>; items: PlannedItem[] }> = [];
-  for (const item of items) {
-    const id = item.id;
-    let round = rounds.at(-1);
-    if (!round || (id !== undefined && round.ids.has(id))) {
-      round = { ids: new Set(), items: [] };
-      rounds.push(round);
-    }
-    if (id !== undefined) round.ids.add(id);
-    round.items.push(item);
-  }
-  return rounds.map((round) => round.items);
 }

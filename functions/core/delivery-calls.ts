@@ -5,7 +5,12 @@
 import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { describeError } from './errors.ts';
 import type { Action } from './events.ts';
-import { ambiguousAction, isUnexpected, type MessageOutcome } from './failure-policy.ts';
+import {
+  ambiguousAction,
+  type Decision,
+  isUnexpected,
+  type MessageOutcome,
+} from './failure-policy.ts';
 import type {
   ActionLedger,
   CallOptions,
@@ -14,6 +19,15 @@ import type {
   MauticBatchApi,
   MetricsSink,
 } from './ports.ts';
+
+/** How a call may be repeated: a write, a non-idempotent write (`addPoints`), a contact lookup. */
+export type CallKind = 'write' | 'once' | 'lookup';
+
+/** What an attempt at one call came to: its answer, a split to carry out, or settled items. */
+export type Attempt<T> =
+  | { kind: 'answered'; answer: T; items: PlannedItem[]; started: number }
+  | { kind: 'split'; decision: Decision & { kind: 'split' }; items: PlannedItem[] }
+  | { kind: 'settled' };
 
 /** The call for a chunk's items, by action (contract §5 for the integrator actions). */
 export function sendChunk(

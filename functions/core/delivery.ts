@@ -1,14 +1,21 @@
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
-import { ContactReferences, resolution, roundsByContact } from './contact-refs.ts';
-import { deliverOnce, recordCall, recordLookup, sendChunk } from './delivery-calls.ts';
+import { ContactReferences, resolution } from './contact-refs.ts';
+import {
+  type Attempt,
+  type CallKind,
+  deliverOnce,
+  recordCall,
+  recordLookup,
+  sendChunk,
+} from './delivery-calls.ts';
 import { describeError } from './errors.ts';
 import {
   ambiguousAction,
   type CallSituation,
-  type Decision,
   decideAfterFailure,
   decideItem,
   heldBehind,
+  lookupRefused,
   type MessageOutcome,
   NO_TOKEN,
   noCallNow,
@@ -71,27 +78,17 @@ export interface DeliveryDeps {
 }
 
 /**
- * Delivers planned chunks to Mautic and returns one outcome per message id. It never throws for
- * a Mautic failure: each becomes an outcome. The chunks of one entity run one after the other,
- * in plan order (its phases); entities run `concurrency` at a time.
- *
- * - Order per record: an item that must follow an event left to the queue (retry) is left to
- *   the queue too, untried, so that the next receive sees them in the same order.
- * - A merged item that Mautic refuses as invalid (per-item 400/422) is sent again event by
- *   event, in arrival order, so each event gets what it would have got alone.
- * - A create that Mautic may have applied without saying so (a 2xx it cannot read, a timeout
- *   or a dropped connection after sending) is refused with `ambiguous_result` rather than sent
- *   again, unless it is a contact with an email, which Mautic upserts.
- *
- * What a failed call leads to (a token renewal, a split, a backoff, a settlement, a halt of the
- * run) is decided by `failure-policy.ts`; this module carries the decisions out. A token that
- * cannot be had before the deadline leaves the items to the queue (`no_token`).
- *
- * Contacts named by `match` are resolved chunk by chunk, after the chunks before them (so a
- * contact the batch creates is found), with one lookup for every reference the run still needs
- * (contact-refs.ts). The integrator actions go out in bulk where Mautic has a bulk form (segment
- * adds, Do Not Contact through batch edit) and one call per event elsewhere; `addPoints` is
- * claimed in the ledger first and never sent again once its outcome cannot be known.
+ * Delivers planned chunks to Mautic and returns one outcome per message id; a Mautic failure
+ * never throws, it becomes an outcome. An entity's chunks run in plan order (its phases),
+ * entities `concurrency` at a time. What a failure leads to is `failure-policy.ts`'s decision;
+ * this module carries it out.
+ * - Order per record: an item that must follow an event left to the queue goes back untried.
+ * - A merged item refused as invalid (per-item 400/422) goes again event by event, in order.
+ * - A create Mautic may have applied unseen (an unreadable 2xx, a timeout or a drop after
+ *   sending) is dead-lettered `ambiguous_result`, unless Mautic upserts it (a contact's email).
+ * - Contacts named by `match` are resolved chunk by chunk, after the chunks before them, with
+ *   one lookup for every reference the run still needs (contact-refs.ts). The actions go out in
+ *   bulk where Mautic has a bulk form, else one call per event; `addPoints` through the ledger.
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -115,12 +112,6 @@ export async function deliverChunks(
   );
   return run.outcomes;
 }
-
-/** What an attempt at one call came to: its answer, a split to carry out, or settled items. */
-type Attempt<T> =
-  | { kind: 'answered'; answer: T; items: PlannedItem[]; started: number }
-  | { kind: 'split'; decision: Decision & { kind: 'split' }; items: PlannedItem[] }
-  | { kind: 'settled' };
 
 /** The state of one delivery run, and the carrying out of the failure policy's decisions. */
 class DeliveryRun {
@@ -152,7 +143,9 @@ class DeliveryRun {
     // Items of one chunk never follow each other, so one check at its start covers them all.
     let ready = chunk.items.filter((item) => !this.#blocked(item));
     if (ready.some((item) => item.match !== undefined)) ready = await this.#resolve(chunk, ready);
-    for (const round of roundsByContact(ready)) await this.#deliverAction(chunk, round);
+    // No two items of a chunk name one contact: references of different kinds (id, email,
+    // another field) are in different phases, and one kind's values name different contacts.
+    await this.#deliverAction(chunk, ready);
     this.#refs.after(chunk, chunk.items, this.outcomes);
   }
 
@@ -197,13 +190,14 @@ class DeliveryRun {
     if (unresolved.length > 0) {
       const byField = this.#refs.toLookUp(unresolved);
       const values = [...byField.values()].reduce((sum, list) => sum + list.length, 0);
-      const attempt = await this.#attempt(chunk, unresolved, async (accessToken) => {
-        const call = { accessToken, signal: this.#signal };
-        for (const [field, wanted] of byField)
-          this.#refs.learn(field, await this.#deps.api.findContacts(field, wanted, call));
-      });
-      if (attempt.kind === 'split')
-        this.#settle(attempt.items, { kind: 'retry', reason: 'lookup_refused' });
+      const attempt = await this.#attempt(
+        chunk,
+        unresolved,
+        (accessToken) =>
+          this.#refs.lookUp(this.#deps.api, byField, { accessToken, signal: this.#signal }),
+        'lookup',
+      );
+      if (attempt.kind === 'split') this.#settle(attempt.items, lookupRefused());
       if (attempt.kind === 'answered') recordLookup(this.#deps, attempt.started, values);
     }
     return items.filter((item) => {
@@ -223,20 +217,20 @@ class DeliveryRun {
   /** A non-idempotent action, at most once per event (`deliverOnce`). */
   async #deliverOnce(chunk: Chunk, item: PlannedItem): Promise<void> {
     const early = await deliverOnce(this.#deps, item.ledgerKey ?? '', chunk.action, async () => {
-      await this.#deliverItems(chunk, [item], true);
+      await this.#deliverItems(chunk, [item], 'once');
       return this.outcomes.get(item.messageIds[0] ?? '');
     });
     if (early) this.#settle([item], early);
   }
 
   /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
-  async #deliverItems(chunk: Chunk, items: PlannedItem[], once = false): Promise<void> {
+  async #deliverItems(chunk: Chunk, items: PlannedItem[], kind: CallKind = 'write'): Promise<void> {
     const attempt = await this.#attempt(
       chunk,
       items,
       (token) =>
         sendChunk(this.#deps.api, chunk, items, { accessToken: token, signal: this.#signal }),
-      once,
+      kind,
     );
     if (attempt.kind === 'split') {
       if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
@@ -250,14 +244,15 @@ class DeliveryRun {
 
   /**
    * Makes one call until it is answered or the failure policy settles the items (or splits
-   * them). `once`: the call is not idempotent, so a failure that may have been applied settles
-   * the items as `ambiguous_result` instead of calling again.
+   * them). A `once` call is not idempotent, so a failure that may have been applied settles the
+   * items as `ambiguous_result` instead of calling again; a `lookup` refused is never the
+   * events' fault, so it sends them back to the queue rather than to the dead letters.
    */
   async #attempt<T>(
     chunk: Chunk,
     items: PlannedItem[],
     send: (accessToken: string) => Promise<T>,
-    once = false,
+    kind: CallKind,
   ): Promise<Attempt<T>> {
     let token: CallSituation['token'] = 'cached';
     let refused: string | undefined;
@@ -276,7 +271,7 @@ class DeliveryRun {
         return { kind: 'answered', answer: await send(accessToken), items, started };
       } catch (error) {
         recordCall(this.#deps, chunk, items, started, error, this.#limit());
-        if (once && !surelyNotApplied(error)) {
+        if (kind === 'once' && !surelyNotApplied(error)) {
           return this.#settled(
             items,
             ambiguousAction(chunk.action, `its answer cannot tell (${describeError(error)})`),
@@ -297,7 +292,11 @@ class DeliveryRun {
           if (decision.alert)
             this.#deps.logger.error(decision.alert.message, decision.alert.details);
           Object.assign(this.#halt, decision.halt);
-          return this.#settled(items, decision.outcome);
+          const { outcome } = decision;
+          return this.#settled(
+            items,
+            kind === 'lookup' && outcome.kind === 'rejected' ? lookupRefused(outcome) : outcome,
+          );
         }
       }
     }

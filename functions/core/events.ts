@@ -18,7 +18,8 @@ export const CONTACT_ACTIONS = {
   addToCampaign: { fields: ['campaignId'], required: ['campaignId'] },
   removeFromCampaign: { fields: ['campaignId'], required: ['campaignId'] },
   addDoNotContact: { fields: ['channel', 'reason', 'comments'], required: [] },
-  removeDoNotContact: { fields: ['channel'], required: [] },
+  // `reason` and `comments` are taken (contract §5) and mean nothing: the entry is lifted.
+  removeDoNotContact: { fields: ['channel', 'reason', 'comments'], required: [] },
   addPoints: { fields: ['points'], required: ['points'] },
   linkCompany: { fields: ['companyId'], required: ['companyId'] },
   unlinkCompany: { fields: ['companyId'], required: ['companyId'] },

@@ -248,8 +248,9 @@ export function possiblyApplied(error: unknown): boolean {
 
 /**
  * Whether a failed call certainly left Mautic unchanged: refused before any work (401, 429, a
- * 4xx), or never sent (connection refused). A 5xx, a timeout or an unreadable answer may come
- * after the work, so an action that is not idempotent (`addPoints`) must not be sent again.
+ * 4xx, a 503: the server did not take the request, as in maintenance or an overload), or never
+ * sent (connection refused). A 500, 502, 504, a timeout or an unreadable answer may come after
+ * the work, so an action that is not idempotent (`addPoints`) must not be sent again.
  */
 export function surelyNotApplied(error: unknown): boolean {
   if (
@@ -259,7 +260,8 @@ export function surelyNotApplied(error: unknown): boolean {
   ) {
     return true;
   }
-  return error instanceof MauticTransientError && error.kind !== 'server' && !error.possiblyApplied;
+  if (!(error instanceof MauticTransientError) || error.possiblyApplied) return false;
+  return error.kind !== 'server' || error.status === 503;
 }
 
 /** The outcome of a non-idempotent action whose call may have been applied (contract §2). */
@@ -328,6 +330,19 @@ export function heldBehind(
     reason: 'earlier_event_pending',
     ...(notBefore > 0 ? { notBefore } : {}),
     message: `An earlier event of the same record went back to the queue (${why})`,
+  };
+}
+
+/** A lookup Mautic refused: the events go back to the queue, with Mautic's status and message. */
+export function lookupRefused(refusal?: {
+  status?: number | undefined;
+  message: string;
+}): MessageOutcome {
+  return {
+    kind: 'retry',
+    reason: 'lookup_refused',
+    ...(refusal?.status === undefined ? {} : { status: refusal.status }),
+    ...(refusal ? { message: refusal.message } : {}),
   };
 }
 

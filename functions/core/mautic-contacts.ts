@@ -121,8 +121,10 @@ async function lookup(
     for (const record of records) {
       const value = fieldValue(record, field);
       const id = toId(record.id);
-      if (id !== undefined && typeof value === 'string')
-        contacts.push({ id, value: normalise(value) });
+      // Mautic lists a number field as a number (reference §5.4): compared as its text.
+      const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value;
+      if (id !== undefined && typeof text === 'string')
+        contacts.push({ id, value: normalise(text) });
     }
     if (records.length < limit) return contacts;
   }

@@ -1,4 +1,4 @@
-import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
 import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
 import { listenOnLoopback } from './loopback.ts';
@@ -36,6 +36,7 @@ export async function startLocalDynamoDb(port = 0): Promise<LocalDynamoDb> {
           KeySchema: [{ AttributeName: DEDUP_TABLE_KEY, KeyType: 'HASH' }],
         }),
       );
+      await untilActive(client, name);
     },
     async close() {
       client.destroy();
@@ -89,4 +90,18 @@ export async function startDedupStore(windowSeconds: number): Promise<{
         : `${where}, request ids kept ${windowSeconds} s`,
     close: () => store.close(),
   };
+}
+
+/**
+ * Waits until the table is ACTIVE: even with `createTableMs: 0` dynalite turns it ACTIVE in a
+ * timer after answering CreateTable, so a write straight after could meet no table. Bounded:
+ * 200 looks 5 ms apart. (The SDK's waiter would poll at its 20 s minimum.)
+ */
+async function untilActive(client: DynamoDBClient, name: string): Promise<void> {
+  for (let look = 0; look < 200; look++) {
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: name }));
+    if (Table?.TableStatus === 'ACTIVE') return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`The local table ${name} did not become ACTIVE`);
 }

@@ -1,6 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type Chunk, planBatches } from '../../functions/core/batch-plan.ts';
-import { type DeliveryDeps, deliverChunks } from '../../functions/core/delivery.ts';
+import {
+  DEFAULT_DELIVERY_OPTIONS,
+  type DeliveryDeps,
+  deliverChunks,
+} from '../../functions/core/delivery.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
@@ -261,6 +265,156 @@ describe('contacts named by match', () => {
     expect(query.get('where[0][val]')).toBe('"a,""b""",c');
   });
 
+  it('looks up again what a create may have changed: a field it wrote, the contact it updated', async () => {
+    sim.seed('contacts', { email: 'bob@example.com' });
+    const old = sim.seed('contacts', { email: 'old@example.com', crm_id: '999' });
+
+    const outcomes = await deliver([
+      // Makes the run look every reference up before the creates.
+      { entity: 'contacts', action: 'addPoints', match: { email: 'bob@example.com' }, points: 1 },
+      { entity: 'contacts', action: 'create', data: { email: 'ann@example.com', crm_id: '1001' } },
+      { entity: 'contacts', action: 'create', data: { email: 'cy@example.com', crm_id: '999' } },
+      { entity: 'contacts', action: 'edit', match: { crm_id: '1001' }, data: { city: 'Lyon' } },
+      { entity: 'contacts', action: 'addPoints', match: { crm_id: '999' }, points: 5 },
+    ]);
+
+    const cy = sim.records('contacts').find((c) => c.email === 'cy@example.com');
+    expect(outcomes.map((o) => (o.kind === 'rejected' ? o.reason : o.kind))).toEqual([
+      'delivered',
+      'delivered',
+      'delivered',
+      'delivered',
+      'ambiguous_match',
+    ]);
+    expect(outcomes[4]).toMatchObject({
+      reason: 'ambiguous_match',
+      message: `Contacts ${old.id}, ${cy?.id} all match match.crm_id`,
+    });
+    expect(sim.records('contacts').find((c) => c.email === 'ann@example.com')?.city).toBe('Lyon');
+    expect((await contact(old.id)).points).toBe(0);
+  });
+
+  it('takes an edit that writes its own reference unchanged for no barrier: one lookup for 50', async () => {
+    for (let i = 0; i < 50; i++) sim.seed('contacts', { email: `u${i}@example.com` });
+
+    const outcomes = await deliver(
+      Array.from({ length: 50 }, (_, i) => ({
+        entity: 'contacts',
+        action: 'edit' as const,
+        match: { email: `u${i}@example.com` },
+        data: { email: `U${i}@example.com `.trim(), city: 'Oslo' },
+      })),
+    );
+
+    expect(outcomes.every((o) => o.kind === 'delivered')).toBe(true);
+    expect(apiCalls()).toEqual(['GET /api/contacts', 'PATCH /api/contacts/batch/edit']);
+  });
+
+  it('learns nothing from a lookup that failed part-way, and sends its events back whole', async () => {
+    const ann = sim.seed('contacts', { email: 'ann@example.com', crm_id: 'c1' });
+    const failsOnCrmId: FetchLike = async (url, init) =>
+      url.includes('crm_id')
+        ? new Response('{"errors":[{"code":500,"message":"x"}]}', { status: 500 })
+        : fetch(url, init);
+
+    const outcomes = await deliver(
+      [
+        {
+          entity: 'contacts',
+          action: 'edit',
+          match: { email: 'ann@example.com' },
+          data: { city: 'A' },
+        },
+        { entity: 'contacts', action: 'edit', match: { crm_id: 'c1' }, data: { city: 'B' } },
+      ],
+      failsOnCrmId,
+    );
+
+    expect(outcomes).toEqual([
+      expect.objectContaining({ kind: 'retry', reason: 'mautic_server' }),
+      expect.objectContaining({ kind: 'retry', reason: 'earlier_event_pending' }),
+    ]);
+    expect(sim.records('contacts').find((c) => c.id === ann.id)?.city ?? null).toBeNull();
+  });
+
+  it('sends the events of a refused lookup back to the queue, never to the dead letters', async () => {
+    sim.inject(
+      { method: 'GET', path: '/api/contacts' },
+      { status: 400, body: '{"errors":[{"code":400,"message":"This is a bad request."}]}' },
+      5,
+    );
+
+    const outcomes = await deliver([
+      { entity: 'contacts', action: 'addPoints', match: { email: 'ann@example.com' }, points: 1 },
+    ]);
+
+    expect(outcomes).toEqual([
+      expect.objectContaining({ kind: 'retry', reason: 'lookup_refused', status: 400 }),
+    ]);
+  });
+
+  it('reads a number field as Mautic lists it (a number) and matches its text', async () => {
+    sim.inject(
+      { method: 'GET', path: '/api/contacts' },
+      {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          total: '1',
+          contacts: { 8: { id: 8, fields: { all: { id: '8', customer_no: 1001 } } } },
+        }),
+      },
+    );
+
+    const found = await depsWith().api.findContacts('customer_no', ['1001'], {
+      accessToken: token,
+    });
+
+    expect(found).toEqual(new Map([['1001', [8]]]));
+  });
+
+  it('pages through a lookup that lists more contacts than a page holds', async () => {
+    const ids = Array.from(
+      { length: 15 },
+      (_, i) => sim.seed('contacts', { email: `d${i}@example.com`, crm_id: 'dup' }).id,
+    );
+
+    const outcomes = await deliver([
+      { entity: 'contacts', action: 'edit', match: { crm_id: 'dup' }, data: { city: 'X' } },
+    ]);
+
+    // A page holds 2 × 1 + 10 contacts: the 15 take two.
+    expect(
+      sim.requests.filter((r) => r.method === 'GET' && r.path === '/api/contacts'),
+    ).toHaveLength(2);
+    expect(outcomes[0]).toEqual({
+      kind: 'rejected',
+      reason: 'ambiguous_match',
+      message: `Contacts ${ids.join(', ')} all match match.crm_id`,
+    });
+  });
+
+  it('holds an event naming a contact by id behind one naming it by match that went back to the queue', async () => {
+    const ann = sim.seed('contacts', { email: 'ann@example.com' });
+    sim.inject({ method: 'GET', path: '/api/contacts' }, { status: 503, body: '' }, 10);
+
+    const outcomes = await deliver([
+      {
+        entity: 'contacts',
+        action: 'edit',
+        match: { email: 'ann@example.com' },
+        data: { city: 'A' },
+      },
+      { entity: 'contacts', action: 'edit', id: ann.id, data: { city: 'B' } },
+    ]);
+
+    expect(outcomes.map((o) => (o.kind === 'retry' ? o.reason : o.kind))).toEqual([
+      'mautic_server',
+      'earlier_event_pending',
+    ]);
+    expect(sim.records('contacts')[0]?.city ?? null).toBeNull();
+  });
+
   it('dead-letters no_match and ambiguous_match (ids in the detail), and counts a delete of nobody as done', async () => {
     const a = sim.seed('contacts', { email: 'a@example.com', crm_id: 'dup' });
     const b = sim.seed('contacts', { email: 'b@example.com', crm_id: 'dup' });
@@ -288,6 +442,9 @@ describe('contacts named by match', () => {
     });
     expect(outcomes[2]?.kind).toBe('delivered');
     expect(sim.records('contacts').map((c) => c.city ?? null)).toEqual([null, null]);
+    // Nor on the dead-letter paths: no reference in a log line.
+    expect(JSON.stringify(observed.lines)).not.toContain('@example.com');
+    expect(JSON.stringify(observed.lines)).not.toMatch(/dup/i);
   });
 
   it('looks a reference up again after an edit that may move it, and sees a contact the batch deleted as gone', async () => {
@@ -445,6 +602,31 @@ describe('addPoints, at most once per event', () => {
     );
     expect(retried.get(event.messageId)?.kind).toBe('delivered');
     expect((await contact(ann.id)).points).toBe(4);
+  });
+
+  it('retries after a 503 (the request was not taken) and dead-letters after a 502 (it may have been)', async () => {
+    const ann = sim.seed('contacts', { email: 'ann@example.com' });
+    const bob = sim.seed('contacts', { email: 'bob@example.com' });
+    sim.inject({ path: `/api/contacts/${ann.id}/points/plus/6` }, { status: 503, body: '' }, 1);
+    sim.inject({ path: `/api/contacts/${bob.id}/points/plus/8` }, { status: 502, body: '' }, 1);
+    const six = incoming({ entity: 'contacts', action: 'addPoints', id: ann.id, points: 6 });
+    const eight = incoming({ entity: 'contacts', action: 'addPoints', id: bob.id, points: 8 });
+
+    const first = await deliverChunks(planBatches([six, eight], 200), now + 60_000, depsWith(), {
+      ...DEFAULT_DELIVERY_OPTIONS,
+      maxAttempts: 1,
+    });
+    const again = await deliverChunks(planBatches([six], 200), now + 60_000, depsWith());
+
+    expect(first.get(six.messageId)).toEqual(
+      expect.objectContaining({ kind: 'retry', reason: 'mautic_server' }),
+    );
+    expect(first.get(eight.messageId)).toEqual(
+      expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
+    );
+    expect(again.get(six.messageId)?.kind).toBe('delivered');
+    expect((await contact(ann.id)).points).toBe(6);
+    expect((await contact(bob.id)).points).toBe(0);
   });
 
   it('dead-letters ambiguous_result after a 5xx, and leaves the event to the queue when the ledger is down', async () => {

@@ -233,9 +233,9 @@ describe('the integrator actions (contract §5)', () => {
       [['/data', 'is not taken by addToSegment']],
     ],
     [
-      'comments on removeDoNotContact',
-      { action: 'removeDoNotContact', comments: 'why' },
-      [['/comments', 'is not taken by removeDoNotContact']],
+      'points on removeDoNotContact',
+      { action: 'removeDoNotContact', points: 3 },
+      [['/points', 'is not taken by removeDoNotContact']],
     ],
     [
       'campaignId on an edit',
@@ -318,6 +318,7 @@ const ACCEPTED: Event[] = [
   { action: 'addDoNotContact', channel: 'sms', reason: 'unsubscribed', comments: 'asked by phone' },
   { action: 'removeDoNotContact' },
   { action: 'removeDoNotContact', channel: 'email' },
+  { action: 'removeDoNotContact', channel: 'email', reason: 'unsubscribed', comments: 'back' },
   { action: 'addPoints', points: 10 },
   { action: 'addPoints', points: -3 },
   { action: 'linkCompany', companyId: 9 },
