@@ -7,7 +7,7 @@ import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { queueMessageFor } from '../../functions/core/ingest-steps.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import type { MauticBatchApi } from '../../functions/core/ports.ts';
+import type { ActionLedger, MauticBatchApi } from '../../functions/core/ports.ts';
 import {
   createQueuePair,
   type SqsBatchHandler,
@@ -123,6 +123,8 @@ interface RelayOptions {
   api?: (api: MauticBatchApi) => MauticBatchApi;
   /** Compressed: how long after its invocation's time a crashed invocation's own messages wait. */
   holdMarginSeconds?: number;
+  /** The action ledger (a fresh one in memory by default). */
+  ledger?: ActionLedger;
 }
 
 /** The relay's delivery half on fauxqs and a fresh simulator; `send` queues requests as ingest does. */
@@ -152,7 +154,7 @@ async function startRelay(options: RelayOptions) {
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
     learnedLimit: { value: undefined },
-    ledger: new InMemoryActionLedger(),
+    ledger: options.ledger ?? new InMemoryActionLedger(),
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       // A failed call goes back to the queue at once: the retries are the queue's.
@@ -363,6 +365,39 @@ describe('order per record across batches', () => {
       expect(hung).toHaveLength(1);
       expect(cityOf(relay.sim, 1)).toBe('B');
       expect(cityOf(relay.sim, 'a@x.io')).toBe('B');
+    } finally {
+      for (const resolve of hung) resolve();
+      await relay.stop();
+    }
+  }, 30_000);
+
+  it('applies addPoints once when the queue delivers its event again after it was applied', async () => {
+    // The invocation dies once the ledger marked the points done, before the message is deleted:
+    // the queue hands the event out again when its visibility timeout ends.
+    const hung: Array<() => void> = [];
+    const ledger = new InMemoryActionLedger();
+    const complete = ledger.complete.bind(ledger);
+    ledger.complete = async (key) => {
+      await complete(key);
+      if (hung.length === 0) await new Promise<void>((resolve) => hung.push(resolve));
+    };
+    const relay = await startRelay({
+      batchSize: 1,
+      handed: 1,
+      concurrency: 1,
+      visibilityTimeoutSeconds: 2,
+      functionTimeoutMs: 1_000,
+      ledger,
+    });
+    try {
+      relay.start();
+      await relay.send([{ entity: 'contacts', action: 'addPoints', id: 1, points: 5 }]);
+      await relay.drained();
+
+      expect(hung).toHaveLength(1);
+      expect(relay.sim.records('contacts').find((c) => c.id === 1)?.points).toBe(5);
+      expect(relay.sim.requests.filter((r) => r.path.includes('/points/'))).toHaveLength(1);
+      expect(ledger.calls.map((call) => call.method)).toEqual(['claim', 'complete', 'claim']);
     } finally {
       for (const resolve of hung) resolve();
       await relay.stop();
