@@ -4,6 +4,7 @@
  * its definition, and `fields.all` holding every field (null when unset) with the id as a string.
  */
 import { DEFAULT_CONTACT_FIELDS, type FieldDefinition } from './contact-fields.ts';
+import { EncodedJson } from './php.ts';
 import { type EntityName, type EntityState, phpDate, type StoredRecord } from './store.ts';
 
 interface EntityDefinition {
@@ -101,8 +102,24 @@ function presentContact(state: EntityState, record: StoredRecord, minimal: boole
   return contact;
 }
 
-/** Every contact field: the defaults, then the custom ones in the order they appeared. */
-function fieldDefinitions(state: EntityState): FieldDefinition[] {
+/** The contact fields of one store as its contacts show them. */
+interface FieldLayout {
+  /** How many custom fields the store had: it only ever adds them. */
+  customCount: number;
+  /** Every contact field: the defaults, then the custom ones in the order they appeared. */
+  definitions: FieldDefinition[];
+  /**
+   * Each field's entry in `fields.<group>` when the contact has no value for it, encoded once:
+   * most of a contact's fields are unset, and their definitions are most of its 5 KB.
+   */
+  unsetEntries: EncodedJson[];
+}
+
+const layouts = new WeakMap<EntityState, FieldLayout>();
+
+function fieldLayout(state: EntityState): FieldLayout {
+  const cached = layouts.get(state);
+  if (cached?.customCount === state.customFields.size) return cached;
   const custom = [...state.customFields.entries()].map(([alias, id]) => ({
     id,
     group: 'core' as const,
@@ -111,7 +128,18 @@ function fieldDefinitions(state: EntityState): FieldDefinition[] {
     type: 'text',
     properties: [],
   }));
-  return [...DEFAULT_CONTACT_FIELDS, ...custom];
+  const definitions = [...DEFAULT_CONTACT_FIELDS, ...custom];
+  const layout = {
+    customCount: state.customFields.size,
+    definitions,
+    unsetEntries: definitions.map((definition) => new EncodedJson(fieldEntry(definition, null))),
+  };
+  layouts.set(state, layout);
+  return layout;
+}
+
+function fieldEntry(definition: FieldDefinition, value: unknown) {
+  return { ...definition, value, normalizedValue: value ?? '' };
 }
 
 function contactFields(state: EntityState, record: StoredRecord) {
@@ -122,16 +150,14 @@ function contactFields(state: EntityState, record: StoredRecord) {
     professional: {},
   };
   const all: Record<string, unknown> = { id: String(record.id) };
-  for (const definition of fieldDefinitions(state)) {
+  const { definitions, unsetEntries } = fieldLayout(state);
+  definitions.forEach((definition, index) => {
     const stored = record.fields[definition.alias];
     const value = definition.alias === 'points' ? contactPoints(record) : (stored ?? null);
-    groups[definition.group][definition.alias] = {
-      ...definition,
-      value,
-      normalizedValue: value ?? '',
-    };
+    groups[definition.group][definition.alias] =
+      value === null ? unsetEntries[index] : fieldEntry(definition, value);
     all[definition.alias] = value;
-  }
+  });
   // PHP's empty groups are arrays, which JSON shows as [].
   const group = (fields: Record<string, unknown>) =>
     Object.keys(fields).length === 0 ? [] : fields;
