@@ -293,3 +293,39 @@ export class CredentialError extends Error {
 export class BodyTooLargeError extends Error {
   override name = 'BodyTooLargeError';
 }
+
+/**
+ * A sources document (contract §6) that cannot work: the message names the source at fault (or
+ * the document, when it is the whole) and the problem, never a secret. `npm start` and `cdk
+ * synth` refuse to start on it; the local stack's hot reload keeps the previous version.
+ */
+export class SourceConfigError extends Error {
+  override name = 'SourceConfigError';
+  /** The source at fault; undefined when the document as a whole is. */
+  readonly source: string | undefined;
+
+  constructor(source: string | undefined, problem: string, options?: ErrorOptions) {
+    super(
+      source === undefined ? `Sources document: ${problem}` : `Source "${source}": ${problem}`,
+      options,
+    );
+    this.source = source;
+  }
+}
+
+/**
+ * A source's filter or idempotency key failed on a request (threw, timed out, yielded what it
+ * may not): the verified payload is dead-lettered as `mapping_failed`, never bounced (§6).
+ */
+export class SourceEvaluationError extends Error {
+  override name = 'SourceEvaluationError';
+  readonly source: string;
+  /** Which of the source's expressions failed. */
+  readonly role: 'filter' | 'idempotencyKey';
+
+  constructor(source: string, role: SourceEvaluationError['role'], problem: string) {
+    super(`Source "${source}": ${problem}`);
+    this.source = source;
+    this.role = role;
+  }
+}
