@@ -1,27 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { MauticSimulator } from '../../mautic-simulator/server.ts';
-import { operatorCommand, post, startRelay, stopRunning } from '../support/relay-process.ts';
+import {
+  drained,
+  operatorCommand,
+  post,
+  simulatorGet,
+  startRelay,
+  stopRunning,
+} from '../support/relay-process.ts';
 import { until } from '../support/until.ts';
 
 afterEach(stopRunning);
-
-async function drained(dir: string): Promise<boolean> {
-  const { code, out } = await operatorCommand(['status', '--local', '--json'], {
-    MAUTIC_RELAY_DIR: dir,
-  });
-  if (code !== 0) return false;
-  const { queue } = JSON.parse(out) as {
-    queue: { visible: number; inFlight: number; delayed: number };
-  };
-  return queue.visible + queue.inFlight + queue.delayed === 0;
-}
-
-async function get(sim: MauticSimulator, path: string): Promise<Record<string, unknown>> {
-  const response = await fetch(`${sim.url}${path}`, {
-    headers: { authorization: `Bearer ${sim.issueToken().accessToken}` },
-  });
-  return (await response.json()) as Record<string, unknown>;
-}
 
 async function deadLetters(dir: string) {
   const { out } = await operatorCommand(['dead-letters', '--local', '--json'], {
@@ -68,17 +56,18 @@ describe('npm start: the integrator actions', () => {
     );
 
     const id = sim.records('contacts')[0]?.id ?? 0;
-    expect(Object.keys((await get(sim, `/api/contacts/${id}/segments`)).lists as object)).toEqual([
-      String(segment.id),
-    ]);
     expect(
-      Object.keys((await get(sim, `/api/contacts/${id}/campaigns`)).campaigns as object),
+      Object.keys((await simulatorGet(sim, `/api/contacts/${id}/segments`)).lists as object),
+    ).toEqual([String(segment.id)]);
+    expect(
+      Object.keys((await simulatorGet(sim, `/api/contacts/${id}/campaigns`)).campaigns as object),
     ).toEqual([String(campaign.id)]);
-    const companies = (await get(sim, `/api/contacts/${id}/companies`)).companies as Array<{
+    const companies = (await simulatorGet(sim, `/api/contacts/${id}/companies`))
+      .companies as Array<{
       id: unknown;
     }>;
     expect(companies.map((c) => Number(c.id))).toEqual([company.id]);
-    const { contact } = (await get(sim, `/api/contacts/${id}`)) as {
+    const { contact } = (await simulatorGet(sim, `/api/contacts/${id}`)) as {
       contact: { doNotContact: Array<{ channel: string; reason: number }> };
     };
     expect(contact.doNotContact.map(({ channel, reason }) => ({ channel, reason }))).toEqual([

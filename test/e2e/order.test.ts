@@ -1,20 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { operatorCommand, post, startRelay, stopRunning } from '../support/relay-process.ts';
+import { drained, post, startRelay, stopRunning } from '../support/relay-process.ts';
 import { until } from '../support/until.ts';
 
 afterEach(stopRunning);
-
-/** Whether the relay running from `dir` has no event left on its queue (`status --local --json`). */
-async function drained(dir: string): Promise<boolean> {
-  const { code, out } = await operatorCommand(['status', '--local', '--json'], {
-    MAUTIC_RELAY_DIR: dir,
-  });
-  if (code !== 0) return false;
-  const { queue } = JSON.parse(out) as {
-    queue: { visible: number; inFlight: number; delayed: number };
-  };
-  return queue.visible + queue.inFlight + queue.delayed === 0;
-}
 
 /** Runs `work` for each item, `lanes` at a time. */
 async function inLanes<T>(

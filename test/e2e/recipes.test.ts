@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MauticSimulator } from '../../mautic-simulator/server.ts';
-import { operatorCommand, post, startRelay, stopRunning } from '../support/relay-process.ts';
+import {
+  drained,
+  operatorCommand,
+  post,
+  simulatorGet,
+  startRelay,
+  stopRunning,
+} from '../support/relay-process.ts';
 import { until } from '../support/until.ts';
 
 afterEach(stopRunning);
@@ -17,23 +24,6 @@ function recipes(): Map<string, string> {
 }
 
 /** Whether the relay has no event left on its queue (`status --local --json`). */
-async function drained(dir: string): Promise<boolean> {
-  const { code, out } = await operatorCommand(['status', '--local', '--json'], {
-    MAUTIC_RELAY_DIR: dir,
-  });
-  if (code !== 0) return false;
-  const { queue } = JSON.parse(out) as {
-    queue: { visible: number; inFlight: number; delayed: number };
-  };
-  return queue.visible + queue.inFlight + queue.delayed === 0;
-}
-
-async function get(sim: MauticSimulator, path: string): Promise<Record<string, unknown>> {
-  const response = await fetch(`${sim.url}${path}`, {
-    headers: { authorization: `Bearer ${sim.issueToken().accessToken}` },
-  });
-  return (await response.json()) as Record<string, unknown>;
-}
 
 const byEmail = (sim: MauticSimulator, email: string) =>
   sim.records('contacts').find((record) => record.email === email);
@@ -72,16 +62,16 @@ describe('the recipes of docs/recipes.md, as written', () => {
 
     await send('shop-customer', () => byEmail(sim, 'bob@example.com') !== undefined);
     const bob = byEmail(sim, 'bob@example.com')?.id ?? 0;
-    expect(Object.keys((await get(sim, `/api/contacts/${bob}/segments`)).lists as object)).toEqual([
-      '3',
-    ]);
+    expect(
+      Object.keys((await simulatorGet(sim, `/api/contacts/${bob}/segments`)).lists as object),
+    ).toEqual(['3']);
     await send('shop-order', () => byEmail(sim, 'bob@example.com')?.points === 50);
     // The shop's webhook retried in a new request: the same eventId adds nothing.
     await send('shop-order', () => true);
     expect(byEmail(sim, 'bob@example.com')?.points).toBe(50);
 
     const dnc = async () =>
-      ((await get(sim, `/api/contacts/${bob}`)).contact as { doNotContact: unknown[] })
+      ((await simulatorGet(sim, `/api/contacts/${bob}`)).contact as { doNotContact: unknown[] })
         .doNotContact;
     await send('unsubscribe', async () => (await dnc()).length === 1);
     expect(await dnc()).toEqual([

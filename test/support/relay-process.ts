@@ -195,3 +195,26 @@ export async function operatorCommand(argv: string[], env: Record<string, string
   });
   return { code, out: out.join('\n'), err };
 }
+
+/** Whether the relay running from `dir` has no event left on its queue (`status --local --json`). */
+export async function drained(dir: string): Promise<boolean> {
+  const { code, out } = await operatorCommand(['status', '--local', '--json'], {
+    MAUTIC_RELAY_DIR: dir,
+  });
+  if (code !== 0) return false;
+  const { queue } = JSON.parse(out) as {
+    queue: { visible: number; inFlight: number; delayed: number };
+  };
+  return queue.visible + queue.inFlight + queue.delayed === 0;
+}
+
+/** GET `path` from the simulator with a token of its own: the answer's JSON. */
+export async function simulatorGet(
+  sim: MauticSimulator,
+  path: string,
+): Promise<Record<string, unknown>> {
+  const response = await fetch(`${sim.url}${path}`, {
+    headers: { authorization: `Bearer ${sim.issueToken().accessToken}` },
+  });
+  return (await response.json()) as Record<string, unknown>;
+}
