@@ -267,7 +267,7 @@ export interface RefusalDetail {
  */
 export class IngestRefusal extends Error {
   override name = 'IngestRefusal';
-  readonly status: 400 | 401 | 409 | 413 | 415 | 422 | 503;
+  readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 422 | 503;
   readonly code: string;
   readonly details: RefusalDetail[] | undefined;
 

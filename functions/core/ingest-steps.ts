@@ -16,6 +16,7 @@ import {
 } from './events.ts';
 import type { IngestCredentials, OutgoingMessage, RequestIdentity } from './ports.ts';
 import { requestIdentity } from './request-identity.ts';
+import { standardWebhookHeaders } from './source-verify.ts';
 import { verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
 /** A request as the ingest sees it: raw body bytes and lower-cased header names. */
@@ -67,9 +68,29 @@ export interface Sender {
 export interface IngestEndpoint {
   /** Throws a 401 refusal when the request is not from a sender this endpoint knows. */
   authenticate(request: IngestRequest): Promise<Sender>;
-  /** Throws a 400 or 422 refusal when the body is not events. */
-  events(request: IngestRequest): RelayEvent[];
+  /**
+   * The events the request carries, for the pipeline to envelope and queue under the sender's
+   * identity; throws a 400 or 422 refusal when the body is not events. Or an `Intake`: what
+   * the endpoint made of the request itself (a source's mapping, contract §6).
+   */
+  events(request: IngestRequest, sender: Sender): RelayEvent[] | Promise<Intake>;
 }
+
+/** What the pipeline does with a request whose events step gave an `Intake`. */
+export type Intake =
+  /** Queue these messages, once per identity (undefined: no de-duplication), as for events. */
+  | { kind: 'queue'; messages: OutgoingMessage[]; identity: () => RequestIdentity | undefined }
+  /**
+   * Run `settle` instead of queueing, once per identity, as a queueing would be: its 202 is
+   * remembered and replayed (a dead letter kept once), any other answer leaves the id free.
+   */
+  | {
+      kind: 'settle';
+      settle: () => Promise<IngestResponse>;
+      identity: () => RequestIdentity | undefined;
+    }
+  /** Answer this now: nothing was done, so nothing is remembered (a source's filter said no). */
+  | { kind: 'answer'; response: IngestResponse };
 
 /** POST /events: senders sign with Standard Webhooks or use an API key; the body is events. */
 export function eventsEndpoint(deps: {
@@ -91,7 +112,7 @@ const MAX_DEPTH = 32;
 /** Made once: decode() without `stream` keeps no state between calls. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 /** SQS's limit per message, less room for message attributes. */
-const MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
+export const MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
 
 /** Size, before anything else: 413 for a body over the cap. */
 export function checkSize(body: Uint8Array, limits: IngestLimits): void {
@@ -127,7 +148,7 @@ function authenticate(
   nowSeconds: number,
 ): Sender {
   const { headers, body } = request;
-  const webhook = webhookHeaders(headers);
+  const webhook = standardWebhookHeaders(headers);
   const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
   const webhookId = webhook.id;
   if (keyIndex !== -1 && webhookId !== undefined) {
@@ -147,24 +168,6 @@ function authenticate(
     };
   }
   throw new IngestRefusal(401, 'unauthorized', 'Authentication failed.');
-}
-
-/**
- * The Standard Webhooks headers, or Svix's names for them (`svix-id`, `svix-timestamp`,
- * `svix-signature`), which Svix-sent webhooks carry by default. The set is taken whole from one
- * family, never mixed: any `webhook-*` header picks the Standard Webhooks names.
- */
-function webhookHeaders(headers: IngestRequest['headers']) {
-  const standard =
-    headers['webhook-id'] !== undefined ||
-    headers['webhook-timestamp'] !== undefined ||
-    headers['webhook-signature'] !== undefined;
-  const prefix = standard ? 'webhook' : 'svix';
-  return {
-    id: headers[`${prefix}-id`],
-    timestamp: headers[`${prefix}-timestamp`],
-    signature: headers[`${prefix}-signature`],
-  };
 }
 
 /** Parsing: 400 unless the body is JSON in UTF-8. */
@@ -328,7 +331,7 @@ export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMess
   const record = recordKey(event) ?? `event ${event.sender} ${event.eventId}`;
   return {
     eventId: event.eventId,
-    body: toQueueBody(event),
+    body: toSqsText(JSON.stringify(event)),
     groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
     deduplicationId: createHash('sha256')
       .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}`)
@@ -337,15 +340,12 @@ export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMess
 }
 
 /**
- * The event as an SQS message body. JSON.stringify leaves U+FFFE and U+FFFF as they are, and SQS
- * refuses messages holding them; inside JSON they can only stand in strings, so escaping them
- * keeps the same value.
+ * JSON text as an SQS message body holds it. JSON.stringify leaves U+FFFE and U+FFFF as they
+ * are, and SQS refuses messages holding them; inside JSON they can only stand in strings, so
+ * escaping them keeps the same value.
  */
-function toQueueBody(event: QueuedEvent): string {
-  return JSON.stringify(event).replace(
-    /[\uFFFE\uFFFF]/g,
-    (char) => `\\u${char.charCodeAt(0).toString(16)}`,
-  );
+export function toSqsText(json: string): string {
+  return json.replace(/[\uFFFE\uFFFF]/g, (char) => `\\u${char.charCodeAt(0).toString(16)}`);
 }
 
 /** The answer for a refusal: `{ error: { code, message, details? } }` with its status. */

@@ -8,8 +8,8 @@ import {
   type IngestLimits,
   type IngestRequest,
   type IngestResponse,
+  type Intake,
   refusalResponse,
-  type Sender,
   toMessages,
 } from './ingest-steps.ts';
 import type {
@@ -18,6 +18,7 @@ import type {
   IngestCredentials,
   Logger,
   OutgoingMessage,
+  RequestIdentity,
   RequestLedger,
 } from './ports.ts';
 
@@ -43,7 +44,8 @@ export function acceptEvents(request: IngestRequest, deps: IngestDeps): Promise<
  * Runs an ingest endpoint's pipeline, in the contract's order (§1.5): size, content type, the
  * endpoint's authenticate and events steps, envelopes, size per message, then one enqueue per
  * request identity. Bad input never reaches the de-duplication store, and only a 202 is
- * remembered. It never answers 5xx for bad input: every input problem has its 4xx.
+ * remembered. It never answers 5xx for bad input: every input problem has its 4xx. An events
+ * step that gives an `Intake` has made the messages (or what to do instead) itself.
  */
 export async function acceptWith(
   endpoint: IngestEndpoint,
@@ -54,9 +56,18 @@ export async function acceptWith(
     checkSize(request.body, deps.limits);
     checkContentType(request.headers);
     const sender = await endpoint.authenticate(request);
-    const events = endpoint.events(request);
-    const messages = toMessages(envelope(events, sender, deps.clock.now(), deps.newId));
-    return await enqueueOnce(request, sender, messages, deps);
+    const carried = await endpoint.events(request, sender);
+    const intake: Intake = Array.isArray(carried)
+      ? {
+          kind: 'queue',
+          messages: toMessages(envelope(carried, sender, deps.clock.now(), deps.newId)),
+          identity: sender.identity,
+        }
+      : carried;
+    if (intake.kind === 'answer') return intake.response;
+    const work =
+      intake.kind === 'queue' ? () => enqueue(request, intake.messages, deps) : intake.settle;
+    return await once(request, intake.identity, work, deps);
   } catch (error) {
     if (error instanceof IngestRefusal) return refusalResponse(error);
     throw error;
@@ -64,23 +75,23 @@ export async function acceptWith(
 }
 
 /**
- * Enqueue once: a request id seen before gets the first answer (409 while the first is in hand,
- * 422 for another body, 503 when the store cannot say); otherwise the messages are queued (202,
- * or 503 when the queue did not take them all).
+ * Does `work` (queueing, or what an endpoint does instead) once per request id: an id seen
+ * before gets the first answer (409 while the first is in hand, 422 for another body, 503 when
+ * the store cannot say); otherwise `work` answers (202, or 503 when the queue did not take it all).
  */
-async function enqueueOnce(
+async function once(
   request: IngestRequest,
-  sender: Sender,
-  messages: OutgoingMessage[],
+  identityOf: () => RequestIdentity | undefined,
+  work: () => Promise<IngestResponse>,
   deps: IngestDeps,
 ): Promise<IngestResponse> {
   const { ledger } = deps;
-  const identity = ledger && sender.identity();
-  if (ledger === undefined || identity === undefined) return enqueue(request, messages, deps);
+  const identity = ledger && identityOf();
+  if (ledger === undefined || identity === undefined) return work();
   const outcome = await ledger.once(
     identity,
     async () => {
-      const response = await enqueue(request, messages, deps);
+      const response = await work();
       return {
         response,
         status: response.status,

@@ -285,6 +285,29 @@ export interface DeliveryQueues {
   remove(messages: ReadonlyArray<QueuedMessage>): Promise<string[]>;
 }
 
+/**
+ * A source's payload the ingest could not map (contract §6), kept whole on the dead-letter queue
+ * so that a redrive can map it again with the source's current mapping.
+ */
+export interface SourceDeadLetter {
+  /** The letter's id, answered as `deadLettered` and shown as its `eventId`. */
+  id: string;
+  source: string;
+  /** The message body: the versioned envelope of the payload (functions/core/source-endpoint.ts). */
+  body: string;
+  reason: 'mapping_failed';
+  /** What failed, and where: the error and the JSON pointer of the first bad field. */
+  detail: string;
+  /** When the ingest received the payload (ISO 8601). */
+  receivedAt: string;
+}
+
+/** Where the ingest keeps what it could not map. */
+export interface SourceDeadLetterQueue {
+  /** Resolves once the letter is durably queued; throws a `QueueUnavailableError` otherwise. */
+  deadLetter(letter: SourceDeadLetter): Promise<void>;
+}
+
 // --- observability --------------------------------------------------------------------------
 
 /** Structured log lines; Powertools' Logger fits. */

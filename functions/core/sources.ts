@@ -22,7 +22,8 @@ import {
   verifySource,
 } from './source-verify.ts';
 
-const SOURCE_NAME_PATTERN = /^[a-z][a-z0-9-]{0,63}$/;
+/** What a source may be called (contract §6): also what `/sources/{name}` looks up. */
+export const SOURCE_NAME_PATTERN = /^[a-z][a-z0-9-]{0,63}$/;
 
 /** One source as the document gives it. */
 export interface SourceDefinition {
@@ -51,6 +52,15 @@ type MapResult =
 /** The pointer of a field of one mapped event: `pathInEvent` is a JSON pointer inside that event. */
 export function eventPointer(index: number, pathInEvent = ''): string {
   return `/${index}${pathInEvent}`;
+}
+
+/**
+ * The sources as configured now: the `/sources/{name}` endpoint asks it per request, so a new
+ * version of the document (hot reload) takes effect for the next request. Undefined: no source
+ * of that name.
+ */
+export interface SourceRegistry {
+  get(name: string): CompiledSource | undefined;
 }
 
 /** A source ready for requests: its expressions compiled, its secrets in hand. */

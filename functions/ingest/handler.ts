@@ -4,19 +4,30 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { acceptEvents, type IngestDeps } from '../core/ingest.ts';
-import { bodyTooLarge, type IngestResponse, refusalResponse } from '../core/ingest-steps.ts';
+import { acceptEvents } from '../core/ingest.ts';
+import {
+  bodyTooLarge,
+  type IngestRequest,
+  type IngestResponse,
+  refusalResponse,
+} from '../core/ingest-steps.ts';
 import type { Logger } from '../core/ports.ts';
+import { acceptSource, type SourceIngestDeps } from '../core/source-endpoint.ts';
 
-export interface IngestHandlerDeps extends IngestDeps {
+export interface IngestHandlerDeps extends SourceIngestDeps {
   logger: Logger;
 }
 
+/** The HTTP API's routes to the ingest function (infra/aws/api.ts; the local front has the same). */
+export const INGEST_ROUTES = { events: '/events', source: '/sources/{name}' } as const;
+const SOURCE_ROUTE_KEY = `POST ${INGEST_ROUTES.source}`;
+
 /**
- * The API Gateway HTTP API (payload 2.0) handler for POST /events. The body is taken as raw
- * bytes (base64-decoded when API Gateway encoded it) because the signature covers the bytes
- * as sent; its size is checked before it is decoded. An unexpected error answers 500 with a
- * generic message and the request id, and is logged with that id.
+ * The API Gateway HTTP API (payload 2.0) handler for POST /events and POST /sources/{name}
+ * (contract §1, §6). The body is taken as raw bytes (base64-decoded when API Gateway encoded
+ * it) because the signature covers the bytes as sent; its size is checked before it is decoded.
+ * An unexpected error answers 500 with a generic message and the request id, and is logged with
+ * that id.
  */
 export function createIngestHandler(deps: IngestHandlerDeps) {
   return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Error, Context>()
@@ -41,18 +52,18 @@ export function createIngestHandler(deps: IngestHandlerDeps) {
     })
     .handler(async (event, context) => {
       const body = rawBody(event, deps.limits.maxBodyBytes);
+      if (body === undefined)
+        return respond(refusalResponse(bodyTooLarge(deps.limits.maxBodyBytes)));
+      const request: IngestRequest = {
+        body,
+        headers: lowerCased(event.headers),
+        requestId: context.awsRequestId,
+        remainingTimeMs: context.getRemainingTimeInMillis?.(),
+      };
       const response =
-        body === undefined
-          ? refusalResponse(bodyTooLarge(deps.limits.maxBodyBytes))
-          : await acceptEvents(
-              {
-                body,
-                headers: lowerCased(event.headers),
-                requestId: context.awsRequestId,
-                remainingTimeMs: context.getRemainingTimeInMillis?.(),
-              },
-              deps,
-            );
+        event.routeKey === SOURCE_ROUTE_KEY
+          ? await acceptSource(event.pathParameters?.name ?? '', request, deps)
+          : await acceptEvents(request, deps);
       return respond(response);
     });
 }

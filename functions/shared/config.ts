@@ -33,6 +33,8 @@ export const ENV = {
   RETRY_MAX_DELAY_SECONDS: 'RETRY_MAX_DELAY_SECONDS',
   RETRY_HORIZON_SECONDS: 'RETRY_HORIZON_SECONDS',
   MAX_RECEIVE_COUNT: 'MAX_RECEIVE_COUNT',
+  SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
+  SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
 } as const;
 
 /**
@@ -257,6 +259,17 @@ const ingestSchema = z
     [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
     [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
     [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+    [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
+    [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
+    [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
+  })
+  .refine((env) => env.SOURCES_DOCUMENT === undefined || env.DEAD_LETTER_QUEUE_URL !== undefined, {
+    path: [ENV.DEAD_LETTER_QUEUE_URL],
+    message: 'is required with SOURCES_DOCUMENT (a payload that cannot be mapped is kept there)',
+  })
+  .refine((env) => env.SOURCES_DOCUMENT === undefined || env.SOURCES_SECRET_PREFIX !== undefined, {
+    path: [ENV.SOURCES_SECRET_PREFIX],
+    message: 'is required with SOURCES_DOCUMENT',
   })
   .refine((env) => env.DEDUP_WINDOW_SECONDS === 0 || env.DEDUP_TABLE_NAME !== undefined, {
     path: [ENV.DEDUP_TABLE_NAME],
@@ -286,6 +299,14 @@ export interface IngestConfig {
   /** 0: de-duplication is off. */
   dedupWindowSeconds: number;
   dedupTableName: string | undefined;
+  /**
+   * The cloud's sources (contract §6): the document as JSON text, without secrets, and the prefix
+   * of each source's secret name in Secrets Manager. Undefined: none (or, locally, the local
+   * stack's SOURCES_FILE, which the ingest thread reads itself).
+   */
+  sources: { document: string; secretPrefix: string } | undefined;
+  /** Where a source's payload that cannot be mapped is kept (contract §6); needed with sources. */
+  deadLetterQueueUrl: string | undefined;
 }
 
 /** Reads and checks the ingest function's environment once, at cold start. */
@@ -305,6 +326,11 @@ export function loadIngestConfig(
     contactMatchFields: values.CONTACT_MATCH_FIELDS,
     dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
     dedupTableName: values.DEDUP_TABLE_NAME,
+    sources:
+      values.SOURCES_DOCUMENT === undefined
+        ? undefined
+        : { document: values.SOURCES_DOCUMENT, secretPrefix: values.SOURCES_SECRET_PREFIX ?? '' },
+    deadLetterQueueUrl: values.DEAD_LETTER_QUEUE_URL,
   });
 }
 
@@ -345,12 +371,14 @@ export function loadRefreshConfig(
 
 /**
  * The Secrets Manager names of one environment's secrets, shared by the stack and the operator
- * commands: the Mautic credential, the tokens, and the ingest's webhook secrets and API keys.
+ * commands: the Mautic credential, the tokens, the ingest's webhook secrets and API keys, and the
+ * prefix of each source's secret (`sourceSecretName`).
  */
 export function secretNames(environment: string): {
   client: string;
   token: string;
   webhook: string;
+  sourcePrefix: string;
 } {
   if (!/^[a-z][a-z0-9-]{0,31}$/.test(environment)) {
     throw new ConfigError(
@@ -358,5 +386,15 @@ export function secretNames(environment: string): {
     );
   }
   const prefix = `MauticRelay/${environment}`;
-  return { client: `${prefix}/client`, token: `${prefix}/token`, webhook: `${prefix}/webhook` };
+  return {
+    client: `${prefix}/client`,
+    token: `${prefix}/token`,
+    webhook: `${prefix}/webhook`,
+    sourcePrefix: `${prefix}/sources/`,
+  };
+}
+
+/** The secret of one source (contract §6) of an environment: `MauticRelay/<env>/sources/<name>`. */
+export function sourceSecretName(environment: string, source: string): string {
+  return `${secretNames(environment).sourcePrefix}${source}`;
 }

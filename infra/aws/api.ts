@@ -3,10 +3,14 @@ import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import { INGEST_ROUTES } from '../../functions/ingest/handler.ts';
 import type { RelaySettings } from './environments.ts';
 import type { RelayFunction } from './relay-function.ts';
 
-/** The HTTP API: `POST /events` to the ingest function, on a throttled stage with access logs. */
+/**
+ * The HTTP API: `POST /events` and `POST /sources/{name}` (contract §1, §6) to the ingest
+ * function, on a throttled stage with access logs.
+ */
 export function ingestApi(
   stack: Stack,
   settings: RelaySettings,
@@ -41,10 +45,10 @@ export function ingestApi(
       ),
     },
   });
-  api.addRoutes({
-    path: '/events',
-    methods: [apigw.HttpMethod.POST],
-    integration: new HttpLambdaIntegration('IngestIntegration', ingest.function),
-  });
+  // One integration for both routes; each route gets its own permission to invoke the function.
+  const integration = new HttpLambdaIntegration('IngestIntegration', ingest.function);
+  for (const path of [INGEST_ROUTES.events, INGEST_ROUTES.source]) {
+    api.addRoutes({ path, methods: [apigw.HttpMethod.POST], integration });
+  }
   return api;
 }

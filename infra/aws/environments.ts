@@ -1,11 +1,17 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as z from 'zod';
+import { SourceConfigError } from '../../functions/core/errors.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../../functions/core/events.ts';
 import {
   MAX_RETRY_HORIZON_SECONDS,
   type RetryPolicy,
   retryPolicy,
 } from '../../functions/core/retry-policy.ts';
+import {
+  compileSources,
+  parseSourcesDocument,
+  type SourceDefinition,
+} from '../../functions/core/sources.ts';
 import { MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
@@ -27,6 +33,14 @@ const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
  * the Mautic calls and the settling, which must end before the timeout does.
  */
 const MAX_WINDOW_SHARE_OF_TIMEOUT = 0.25;
+
+/**
+ * The most bytes of the sources document, as compact JSON, in the ingest's SOURCES_DOCUMENT.
+ * Lambda holds at most 4 KB of environment variables per function, names and values together;
+ * the ingest's other variables (queue URL, table name, secret ARN, Powertools settings, a
+ * listed ENTITIES) take under 1 KB, so the document may have the rest.
+ */
+export const MAX_SOURCES_DOCUMENT_BYTES = 3072;
 
 /** One environment's settings, from `cdk.json` context `environments.<name>`. */
 const settingsSchema = z.strictObject({
@@ -106,12 +120,21 @@ const settingsSchema = z.strictObject({
   ),
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
+  /**
+   * The sources (contract §6): what a sources document holds under `"sources"`, without secrets
+   * (each source's secret is in Secrets Manager, set with `sources set-secret`). `{}`: none.
+   */
+  sources: z.record(z.string(), z.unknown()),
 });
 /** One environment's settings and its name, as the stack takes them. */
-export type RelaySettings = z.output<typeof settingsSchema> & {
+export type RelaySettings = Omit<z.output<typeof settingsSchema>, 'sources'> & {
   name: string;
   /** The retry policy the settings make, `maxReceiveCount` derived. */
   retry: RetryPolicy;
+  /** The sources, checked: every expression compiles and none holds a secret. */
+  sources: SourceDefinition[];
+  /** The sources document as the ingest reads it (SOURCES_DOCUMENT): compact JSON. */
+  sourcesDocument: string;
 };
 
 /**
@@ -164,5 +187,39 @@ export function environmentSettings(name: unknown, environments: unknown): Relay
       `Invalid settings for environment "${name}": retryHorizonHours, retryMaxDelaySeconds: ${(error as Error).message}`,
     );
   }
-  return { ...result.data, name, retry };
+  return { ...result.data, name, retry, ...checkSources(name, result.data.sources) };
+}
+
+/**
+ * The environment's sources, compiled as the ingest will compile them (so `cdk synth` refuses
+ * what the function would), without the secrets, which cdk.json, being committed, must not hold.
+ */
+function checkSources(
+  environment: string,
+  sources: Record<string, unknown>,
+): { sources: SourceDefinition[]; sourcesDocument: string } {
+  const invalid = (problem: string) =>
+    new Error(`Invalid settings for environment "${environment}" in cdk.json: sources: ${problem}`);
+  let definitions: SourceDefinition[];
+  try {
+    definitions = parseSourcesDocument({ sources });
+    compileSources(definitions, { requireSecrets: false });
+  } catch (error) {
+    if (error instanceof SourceConfigError) throw invalid(error.message);
+    throw error;
+  }
+  const withSecret = definitions.find((definition) => definition.secrets.length > 0);
+  if (withSecret !== undefined) {
+    throw invalid(
+      `Source "${withSecret.name}": cdk.json is committed, so it holds no secret: remove verify.secret and verify.secrets, and set it with "npx mautic-relay sources set-secret ${withSecret.name} --env ${environment}"`,
+    );
+  }
+  const sourcesDocument = JSON.stringify({ sources });
+  const bytes = Buffer.byteLength(sourcesDocument);
+  if (bytes > MAX_SOURCES_DOCUMENT_BYTES) {
+    throw invalid(
+      `the document is ${bytes} bytes as compact JSON; the ingest's environment holds at most ${MAX_SOURCES_DOCUMENT_BYTES} (Lambda's 4 KB for all of a function's variables): shorten the expressions or drop a source`,
+    );
+  }
+  return { sources: definitions, sourcesDocument };
 }

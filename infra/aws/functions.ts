@@ -6,7 +6,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { metricsNamespace } from '../../functions/core/metrics.ts';
 import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
-import { ENV } from '../../functions/shared/config.ts';
+import { ENV, secretNames } from '../../functions/shared/config.ts';
 import type { RelaySettings } from './environments.ts';
 import { RelayFunction, type RelayFunctionProps } from './relay-function.ts';
 import type { RelayQueues, RelaySecrets } from './storage.ts';
@@ -155,6 +155,13 @@ function ingestFunction(
       [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
       ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
       [ENV.CONTACT_MATCH_FIELDS]: settings.contactMatchFields.join(','),
+      ...(settings.sources.length === 0
+        ? {}
+        : {
+            [ENV.SOURCES_DOCUMENT]: settings.sourcesDocument,
+            [ENV.SOURCES_SECRET_PREFIX]: secretNames(settings.name).sourcePrefix,
+            [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetter.queueUrl,
+          }),
     },
   });
   // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),
@@ -165,7 +172,14 @@ function ingestFunction(
     dedupTable.tableArn,
   );
   allow(ingest, ['sqs:SendMessage'], queues.events.queueArn);
+  // A source's payload that cannot be mapped is kept there, as a dead letter (contract §6).
+  if (settings.sources.length > 0) {
+    allow(ingest, ['sqs:SendMessage'], queues.deadLetter.queueArn);
+  }
   ingest.useSecret(ENV.WEBHOOK_SECRET_ID, secrets.webhook);
+  // Each source's own secret, found by name (SOURCES_SECRET_PREFIX): read, and only these.
+  for (const secret of secrets.sources.values())
+    allow(ingest, ['secretsmanager:GetSecretValue'], secret.secretArn);
   return ingest;
 }
 

@@ -40,7 +40,12 @@ export class RelayStack extends Stack {
     const { retry } = settings;
 
     const queues = relayQueues(this, settings, retry, dataPolicy);
-    const secrets = relaySecrets(this, settings.name, dataPolicy);
+    const secrets = relaySecrets(
+      this,
+      settings.name,
+      dataPolicy,
+      settings.sources.map((source) => source.name),
+    );
     this.dedupTable = dedupTable(this, dataPolicy);
     const functions = relayFunctions(this, settings, {
       queues,

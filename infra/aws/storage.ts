@@ -1,4 +1,4 @@
-import { Duration, type RemovalPolicy, SecretValue, type Stack } from 'aws-cdk-lib';
+import { Duration, type RemovalPolicy, SecretValue, type Stack, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
@@ -7,6 +7,7 @@ import {
   DEDUP_TABLE_KEY,
   DEDUP_TTL_ATTRIBUTE,
   secretNames,
+  sourceSecretName,
 } from '../../functions/shared/config.ts';
 import type { RelaySettings } from './environments.ts';
 
@@ -75,17 +76,21 @@ export interface RelaySecrets {
   readonly client: secretsmanager.Secret;
   readonly token: secretsmanager.Secret;
   readonly webhook: secretsmanager.Secret;
+  /** One per source (contract §6), by source name. */
+  readonly sources: ReadonlyMap<string, secretsmanager.Secret>;
 }
 
 /**
  * The client and token secrets start as `{}`: `credentials` and the refresher (or `authorize`)
  * write their values, and a redeploy leaves those alone. The webhook secret starts with a
- * generated key.
+ * generated key. Each source's secret starts as `{}` too, which holds no secret: the ingest
+ * refuses that source's requests until `sources set-secret` writes one.
  */
 export function relaySecrets(
   stack: Stack,
   environment: string,
   removalPolicy: RemovalPolicy,
+  sourceNames: ReadonlyArray<string> = [],
 ): RelaySecrets {
   const names = secretNames(environment);
   const client = new secretsmanager.Secret(stack, 'ClientSecret', {
@@ -115,7 +120,36 @@ export function relaySecrets(
     },
     removalPolicy,
   });
-  return { client, token, webhook };
+  const sources = new Map(
+    sourceNames.map((name) => [name, sourceSecret(stack, environment, name, removalPolicy)]),
+  );
+  return { client, token, webhook, sources };
+}
+
+/**
+ * A source's secret: its value is the sender's signing secret or API key, written by `sources
+ * set-secret` (never by the template, whose value stays `{}`). Made under an id of its own
+ * name, so adding or removing a source leaves the others' secrets where they are.
+ */
+function sourceSecret(
+  stack: Stack,
+  environment: string,
+  source: string,
+  removalPolicy: RemovalPolicy,
+): secretsmanager.Secret {
+  const secret = new secretsmanager.Secret(stack, `SourceSecret-${source}`, {
+    secretName: sourceSecretName(environment, source),
+    description: `Secrets of the source "${source}" (written with "npx mautic-relay sources set-secret ${source}"; read by the ingest only)`,
+    secretStringValue: SecretValue.unsafePlainText('{}'),
+    removalPolicy,
+  });
+  // Acknowledged here, not in nag.ts's list: these secrets come and go with the sources.
+  Validations.of(secret).acknowledge({
+    id: 'AwsSolutions::AwsSolutions-SMG4',
+    reason:
+      'A source secret is issued by the outside system that signs its webhooks (Stripe, Shopify, GitHub…); it is rotated there, then stored with "sources set-secret --add", several secrets being accepted at once. Secrets Manager cannot rotate it.',
+  });
+  return secret;
 }
 
 /**

@@ -3,7 +3,7 @@ import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ConfigError } from '../../functions/core/errors.ts';
-import { secretNames } from '../../functions/shared/config.ts';
+import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 import {
   DEFAULT_HIDE_SECONDS,
   type DeadLetterFilters,
@@ -18,6 +18,18 @@ import { authorize, storeCredentials, UsageError } from './operator-commands.ts'
 import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
 import { sendEvents } from './send.ts';
 import { senders, sendersLines } from './senders.ts';
+import {
+  environmentSources,
+  listSources,
+  localSources,
+  parseHeaders,
+  readPayload,
+  type SourcesInUse,
+  setSourceSecret,
+  sourcesListLines,
+  sourceTestLines,
+  testSource,
+} from './sources.ts';
 import { collectStatus, statusLines } from './status.ts';
 import { closeTarget, environmentTarget, localTarget, type Target } from './target.ts';
 
@@ -36,7 +48,7 @@ export interface CliIo {
   readSecret: (prompt: string) => Promise<string>;
 }
 
-type Values = Record<string, string | boolean | undefined>;
+type Values = Record<string, string | boolean | string[] | undefined>;
 
 interface Command {
   usage: string;
@@ -243,6 +255,35 @@ ${TARGET_HELP}`,
         return EXIT.ok;
       });
     },
+  },
+  sources: {
+    usage:
+      'sources (list | test NAME --payload FILE [--header "Name: value"]… | set-secret NAME [--add]) (--env NAME | --local) [--json]',
+    summary: 'list the sources, test one on a payload, set one’s secret',
+    details: `The sources (native webhooks, contract §6) of a deployed environment, as its "sources" in
+the cdk.json of this directory say (checked as "cdk synth" checks them), or of the running
+"npm start", as its SOURCES_FILE says now. Never prints a secret.
+  list         each source's name, scheme, and whether it has a filter and an idempotencyKey
+  test NAME    runs the source's filter, idempotencyKey and map on a payload, without signature
+               or delivery, and checks the events as the ingest would; prints them, or the error
+               a mapping_failed dead letter would hold (exit 1)
+  set-secret NAME
+               --env only: stores the source's secret (the provider's signing secret or API key)
+               in Secrets Manager, read from SOURCE_SECRET or else stdin (typed without echo),
+               never from the command line; the ingest uses it within 5 minutes. Locally the
+               secret is in SOURCES_FILE.
+${TARGET_HELP}
+  --payload FILE  the webhook's body as the provider sends it (JSON)
+  --header H      a request header the expressions read as $headers, 'Name: value' (repeatable)
+  --add           set-secret: keep the secrets already there (rotation: the new one first)`,
+    options: {
+      ...targetOptions,
+      payload: { type: 'string' },
+      header: { type: 'string', multiple: true },
+      add: { type: 'boolean', default: false },
+    },
+    positionals: 2,
+    run: (values, positionals, io) => runSources(values, positionals, io),
   },
   credentials: {
     usage:
@@ -468,6 +509,82 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
+/** `sources list | test NAME | set-secret NAME`, checked before anything is read. */
+async function runSources(values: Values, positionals: string[], io: CliIo): Promise<number> {
+  const [action, name] = positionals;
+  if (action !== 'list' && action !== 'test' && action !== 'set-secret')
+    throw new UsageError('sources needs one of: list, test NAME, set-secret NAME');
+  if ((action === 'list') !== (name === undefined))
+    throw new UsageError(
+      action === 'list'
+        ? 'sources list takes no NAME'
+        : `sources ${action} needs the source's NAME`,
+    );
+  if (action !== 'test' && (values.payload !== undefined || values.header !== undefined))
+    throw new UsageError('--payload and --header are for sources test');
+  if (action === 'test' && typeof values.payload !== 'string')
+    throw new UsageError('sources test needs --payload FILE');
+  if (values.add && action !== 'set-secret')
+    throw new UsageError('--add is for sources set-secret');
+  if (values.env !== undefined && values.local)
+    throw new UsageError('Give --env NAME or --local, not both');
+  if (values.env === undefined && !values.local)
+    throw new UsageError('Which relay? Give --env NAME (cdk.json) or --local (npm start)');
+  if (action === 'set-secret' && values.local)
+    throw new UsageError(
+      "Locally a source's secret is in SOURCES_FILE (verify.secret): edit it there, npm start reads it again",
+    );
+  const sources = values.local
+    ? localSources(io.env)
+    : await environmentSources(checkEnvironment(values.env), process.cwd());
+  if (action === 'list') {
+    const list = listSources(sources);
+    if (values.json) io.stdout(JSON.stringify(list));
+    else for (const line of sourcesListLines(list, sources.label)) io.stdout(line);
+    return EXIT.ok;
+  }
+  const source = name as string;
+  if (action === 'set-secret') return runSetSecret(values, source, sources, io);
+  const headers = parseHeaders((values.header as string[] | undefined) ?? []);
+  const { key, ...result } = await testSource(
+    sources,
+    source,
+    readPayload(values.payload as string),
+    headers,
+  );
+  if (values.json) io.stdout(JSON.stringify(result));
+  else for (const line of sourceTestLines(source, { ...result, key })) io.stdout(line);
+  return 'error' in result ? EXIT.failed : EXIT.ok;
+}
+
+async function runSetSecret(
+  values: Values,
+  name: string,
+  sources: SourcesInUse,
+  io: CliIo,
+): Promise<number> {
+  const environment = checkEnvironment(values.env);
+  const secret = (
+    io.env.SOURCE_SECRET ?? (await io.readSecret(`Secret of source "${name}": `))
+  ).trim();
+  if (secret === '')
+    throw new UsageError('No secret given: set SOURCE_SECRET, or type it when asked');
+  const secrets = new SecretsManagerClient({});
+  try {
+    const result = await awsCall(environment, () =>
+      setSourceSecret({ environment, sources, secrets }, name, secret, values.add === true),
+    );
+    if (values.json) io.stdout(JSON.stringify(result));
+    else
+      io.stdout(
+        `Stored ${result.secrets === 1 ? 'the secret' : `${result.secrets} secrets`} of source "${name}" in ${environment}; the ingest uses ${result.secrets === 1 ? 'it' : 'them'} within ${DEFAULTS.credentialsCacheSeconds / 60} minutes.`,
+      );
+    return EXIT.ok;
+  } finally {
+    secrets.destroy();
+  }
+}
+
 /** The --env NAME or --local of a command, checked; then the command on its target. */
 async function withTarget(
   values: Values,
@@ -502,7 +619,7 @@ async function awsCall<T>(environment: string, call: () => Promise<T>): Promise<
   }
 }
 
-function checkEnvironment(value: string | boolean | undefined): string {
+function checkEnvironment(value: Values[string]): string {
   if (typeof value !== 'string' || value === '') throw new UsageError('--env NAME is required');
   secretNames(value);
   return value;

@@ -33,6 +33,11 @@ const endpointsSchema = z.looseObject({
   controlUrl: z.string().optional(),
   /** Absent in files written before the senders commands: the local stack's fixed name. */
   webhookSecretId: z.string().default('MauticRelay/local/webhook'),
+  /** The local stack's SOURCES_FILE, absolute; absent: it runs without sources. */
+  sourcesFile: z.string().optional(),
+  /** The ingest's ENTITIES and CONTACT_MATCH_FIELDS, which `sources test` checks events with. */
+  entities: z.array(z.string()).optional(),
+  contactMatchFields: z.array(z.string()).optional(),
   /** The `npm start` process: a file whose process is gone is stale. */
   pid: z.number().int(),
   startedAt: z.string(),

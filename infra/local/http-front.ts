@@ -1,8 +1,8 @@
 /**
- * A local stand-in for the stack's API Gateway HTTP API, which has one route, `POST /events`, in
- * front of the ingest function: each request becomes the payload 2.0 event API Gateway would
- * send, the handler runs with a Lambda Context and timeout, and its answer is written back as
- * API Gateway writes it. Any other method or path answers API Gateway's 404. The local stack
+ * A local stand-in for the stack's API Gateway HTTP API, whose routes, `POST /events` and
+ * `POST /sources/{name}`, lead to the ingest function: each request becomes the payload 2.0 event
+ * API Gateway would send, the handler runs with a Lambda Context and timeout, and its answer is
+ * written back as API Gateway writes it. Any other method or path answers API Gateway's 404. The local stack
  * (`npm start`), the CLI tests and the ingest benchmark run the real ingest handler behind it.
  *
  * One difference from API Gateway matters: a body over `maxBodyBytes` is cut at
@@ -53,7 +53,6 @@ export interface HttpFront {
   close(): Promise<void>;
 }
 
-const ROUTE_KEY = 'POST /events';
 /** API Gateway's answers when it cannot route or when the integration failed. */
 const NOT_FOUND = '{"message":"Not Found"}';
 const INTERNAL_SERVER_ERROR = '{"message":"Internal Server Error"}';
@@ -99,14 +98,15 @@ export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFro
       return send(res, 503, { 'content-type': 'application/json' }, SERVICE_UNAVAILABLE);
     }
     const [rawPath = '/', rawQueryString = ''] = (req.url ?? '/').split(/\?(.*)/s);
-    if (req.method !== 'POST' || rawPath !== '/events') {
+    const route = req.method === 'POST' ? routeOf(rawPath) : undefined;
+    if (route === undefined) {
       // Node discards the unread body itself once the answer is written.
       return send(res, 404, { 'content-type': 'application/json' }, NOT_FOUND);
     }
 
     const { body, complete } = await readBody(req, maxBodyBytes);
     if (!complete) res.setHeader('connection', 'close');
-    const event = toEvent(req, rawPath, rawQueryString, requestId, body);
+    const event = toEvent(req, route, rawPath, rawQueryString, requestId, body);
     const context = lambdaContext('ingest', functionTimeoutMs, { logStreamName });
     const work = invokeHandler(options.handler, event, context, functionTimeoutMs);
     inFlight.add(work);
@@ -160,9 +160,33 @@ export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFro
   };
 }
 
+/** A route of the stack's HTTP API (infra/aws/api.ts), and the path parameters it takes. */
+interface Route {
+  routeKey: string;
+  pathParameters?: Record<string, string>;
+}
+
+/**
+ * The route a POST to `rawPath` takes, or undefined (API Gateway's 404). API Gateway decodes the
+ * path before it matches routes, so a percent-encoded name arrives decoded, as here.
+ */
+function routeOf(rawPath: string): Route | undefined {
+  if (rawPath === '/events') return { routeKey: 'POST /events' };
+  const name = /^\/sources\/([^/]+)$/.exec(rawPath)?.[1];
+  if (name === undefined) return undefined;
+  let decoded = name;
+  try {
+    decoded = decodeURIComponent(name);
+  } catch {
+    // A malformed escape is passed on as it came: it names no source.
+  }
+  return { routeKey: 'POST /sources/{name}', pathParameters: { name: decoded } };
+}
+
 /** The payload 2.0 event API Gateway builds for this request. */
 function toEvent(
   req: IncomingMessage,
+  route: Route,
   rawPath: string,
   rawQueryString: string,
   requestId: string,
@@ -193,7 +217,7 @@ function toEvent(
   const pad = (n: number) => String(n).padStart(2, '0');
   const event: APIGatewayProxyEventV2 = {
     version: '2.0',
-    routeKey: ROUTE_KEY,
+    routeKey: route.routeKey,
     rawPath,
     rawQueryString,
     headers,
@@ -210,7 +234,7 @@ function toEvent(
         userAgent: headers['user-agent'] ?? '',
       },
       requestId,
-      routeKey: ROUTE_KEY,
+      routeKey: route.routeKey,
       stage: '$default',
       // `12/Mar/2020:19:03:58 +0000`
       time:
@@ -221,6 +245,7 @@ function toEvent(
     isBase64Encoded: false,
   };
   if (cookies.length > 0) event.cookies = cookies;
+  if (route.pathParameters !== undefined) event.pathParameters = route.pathParameters;
   if (rawQueryString !== '') {
     const query: Record<string, string> = {};
     for (const [name, value] of new URLSearchParams(rawQueryString)) join(query, name, value);

@@ -5,10 +5,11 @@
  * thread builds the function with its own builder (functions/ingest/compose.ts) and its own AWS
  * clients, pointed at the local stand-ins by endpoint, and prints through the caller's `print`.
  */
+import { type Stats, unwatchFile, watchFile } from 'node:fs';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { buildIngestHandler } from '../../functions/ingest/compose.ts';
+import { buildIngestHandler, openSourcesFile } from '../../functions/ingest/compose.ts';
 import type { IngestConfig } from '../../functions/shared/config.ts';
 import { dynamoDbClient } from './dynamodb-local.ts';
 import { startHttpFront } from './http-front.ts';
@@ -29,6 +30,11 @@ export interface IngestThreadOptions {
   debug: boolean;
   /** The function's memory size: the thread's heap is sized as Lambda sizes it. Default 512. */
   memoryMb?: number;
+  /**
+   * SOURCES_FILE (contract §6), read when the thread starts (a file that cannot work stops it,
+   * naming the source and the problem) and again whenever it changes.
+   */
+  sourcesFile?: string;
 }
 
 export interface IngestThread {
@@ -41,6 +47,8 @@ const READY_TIMEOUT_MS = 30_000;
 /** The stack's function memory size (infra/aws/relay-function.ts). */
 const DEFAULT_MEMORY_MB = 512;
 const CLOSE_TIMEOUT_MS = 10_000;
+/** How often SOURCES_FILE is looked at: a change takes effect within about this long. */
+const SOURCES_FILE_POLL_MS = 500;
 /** Marks the thread started below, so another worker that imports this module starts none. */
 const INGEST_THREAD = 'mautic-relay:ingest-thread';
 
@@ -77,6 +85,9 @@ export async function startIngestFront(
   options: IngestThreadOptions,
   print: (line: string) => void,
 ): Promise<IngestThread> {
+  // First: a SOURCES_FILE that cannot work stops the start before anything is made.
+  const sources =
+    options.sourcesFile === undefined ? undefined : watchSourcesFile(options.sourcesFile, print);
   const local = { region: 'us-east-1', credentials: LOCAL_CREDENTIALS };
   const sqs = new SQSClient({ ...local, endpoint: options.sqsEndpoint });
   const secrets =
@@ -85,10 +96,11 @@ export async function startIngestFront(
       : new SecretsManagerClient({ ...local, endpoint: options.secretsEndpoint });
   const dynamodb =
     options.dynamodbEndpoint === undefined ? undefined : dynamoDbClient(options.dynamodbEndpoint);
-  const destroyClients = () => {
+  const release = () => {
     sqs.destroy();
     secrets?.destroy();
     dynamodb?.destroy();
+    sources?.stop();
   };
   try {
     const logger = new LineLogger({ print, debug: options.debug });
@@ -97,6 +109,7 @@ export async function startIngestFront(
       logger,
       ...(secrets ? { secrets } : {}),
       ...(dynamodb ? { dynamodb } : {}),
+      ...(sources ? { sources: sources.registry } : {}),
     });
     const front = await startHttpFront({
       handler: async (event, context) => {
@@ -113,14 +126,37 @@ export async function startIngestFront(
         try {
           await front.close();
         } finally {
-          destroyClients();
+          release();
         }
       },
     };
   } catch (error) {
-    destroyClients();
+    release();
     throw error;
   }
+}
+
+/**
+ * SOURCES_FILE, open, and read again when it changes: by polling its status rather than
+ * `fs.watch`, which loses a file that an editor replaces by renaming a new one over it. A valid
+ * new version takes effect for the next request; an invalid one is refused with a line naming
+ * the problem (never a secret), and the previous version stays.
+ */
+function watchSourcesFile(path: string, print: (line: string) => void) {
+  const file = openSourcesFile(path);
+  const changed = (current: Stats, previous: Stats) => {
+    if (current.mtimeMs === previous.mtimeMs && current.size === previous.size) return;
+    try {
+      const names = file.reload();
+      print(`sources: reloaded ${path}: ${names.length === 0 ? 'no sources' : names.join(', ')}`);
+    } catch (error) {
+      const problem = error instanceof Error ? error.message : String(error);
+      print(`error: ${problem}; the previous version of the sources stays`);
+    }
+  };
+  // Not persistent: the thread ends when its server does, whatever the watcher.
+  watchFile(path, { interval: SOURCES_FILE_POLL_MS, persistent: false }, changed);
+  return { registry: file.registry, stop: () => unwatchFile(path, changed) };
 }
 
 /**

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -6,6 +7,7 @@ import * as z from 'zod';
 import { buildBatchHandler } from '../../functions/batch/compose.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
 import { MAX_RETRY_HORIZON_SECONDS, retryPolicy } from '../../functions/core/retry-policy.ts';
+import { openSourcesFile } from '../../functions/ingest/compose.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import {
   commaList,
@@ -66,6 +68,8 @@ const localSchema = z
     ENTITIES: entityList,
     CONTACT_MATCH_FIELDS: contactMatchFieldList,
     DEDUP_WINDOW_SECONDS: dedupWindow,
+    /** The sources document (contract §6), with its secrets; read again when it changes. */
+    SOURCES_FILE: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
     if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
@@ -131,6 +135,11 @@ async function start(
   stopAll: () => Promise<void>,
   options: { endpointsDir?: string },
 ): Promise<LocalStack> {
+  // First, before anything starts: a SOURCES_FILE that cannot work is refused, naming the source
+  // and the problem. The ingest thread compiles it again for itself (compiled expressions cannot
+  // cross to a thread), then watches it.
+  const sourcesFile = config.SOURCES_FILE === undefined ? undefined : resolve(config.SOURCES_FILE);
+  const sourceNames = sourcesFile === undefined ? [] : openSourcesFile(sourcesFile).names();
   const logger = new LineLogger({ print, debug: config.LOG_LEVEL === 'DEBUG' });
   // Metrics are the cloud's business; locally the line logger tells what happened.
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
@@ -320,6 +329,10 @@ async function start(
     [ENV.CONTACT_MATCH_FIELDS]: config.CONTACT_MATCH_FIELDS.join(','),
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+    // Where a source's payload that cannot be mapped is kept (contract §6), as in the cloud.
+    ...(sourcesFile === undefined
+      ? {}
+      : { [ENV.DEAD_LETTER_QUEUE_URL]: queues.deadLetterQueueUrl }),
   });
   // On a thread of its own, as a function of its own: requests and deliveries do not wait on
   // each other's event loop.
@@ -331,6 +344,7 @@ async function start(
       dynamodbEndpoint: dedup.endpoint,
       port: config.PORT,
       debug: config.LOG_LEVEL === 'DEBUG',
+      ...(sourcesFile === undefined ? {} : { sourcesFile }),
     },
     print,
   );
@@ -353,6 +367,11 @@ async function start(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
   print(`  de-duplication: ${dedup.description}`);
+  if (sourcesFile !== undefined) {
+    print(
+      `  sources:       ${sourceNames.join(', ') || 'none'} (POST ${front.url}/sources/NAME; ${sourcesFile}, read again when it changes)`,
+    );
+  }
   if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
   if (credential.grantType === 'authorization_code') {
     // The tokens come from a person approving the relay; until then events wait in the queue.
@@ -376,6 +395,9 @@ async function start(
       tokenSecretId: ids.tokenSecretId,
       clientSecretId: ids.clientSecretId,
       webhookSecretId: names.webhook,
+      ...(sourcesFile === undefined ? {} : { sourcesFile }),
+      entities: config.ENTITIES,
+      contactMatchFields: config.CONTACT_MATCH_FIELDS,
       controlUrl: control.url,
       pid: process.pid,
       startedAt: new Date().toISOString(),

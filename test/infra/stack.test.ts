@@ -20,7 +20,7 @@ import {
   loadIngestConfig,
   loadRefreshConfig,
 } from '../../functions/shared/config.ts';
-import { environmentSettings } from '../../infra/aws/environments.ts';
+import { environmentSettings, MAX_SOURCES_DOCUMENT_BYTES } from '../../infra/aws/environments.ts';
 import { acknowledgeFindings } from '../../infra/aws/nag.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
 import { environments, relayStack } from './synth.ts';
@@ -360,6 +360,45 @@ describe('the relay stack', () => {
     });
   });
 
+  it('routes POST /sources/{name} to the ingest function, through the integration of /events', () => {
+    const routes = Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
+      (route) => route.Properties,
+    );
+    expect(routes.map((route) => route.RouteKey).sort()).toEqual([
+      'POST /events',
+      'POST /sources/{name}',
+    ]);
+    expect(new Set(routes.map((route) => JSON.stringify(route.Target))).size).toBe(1);
+  });
+
+  it('lets the ingest keep what a source cannot map on the dead-letter queue, only when it has sources', () => {
+    const ingestOf = (synthesized: Template) =>
+      Object.values(synthesized.findResources('AWS::Lambda::Function')).find(
+        (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+      )?.Properties.Environment.Variables;
+    const onDeadLetterQueue = (synthesized: Template) =>
+      statementsOf(synthesized, 'IngestRole').filter((statement) =>
+        statement.resources.includes('DeadLetterQueue'),
+      );
+    const withSources = synth('dev', {
+      sources: {
+        'stripe-customers': {
+          verify: { scheme: 'stripe' },
+          map: "{ 'entity': 'contacts', 'action': 'create', 'data': { 'email': data.object.email } }",
+        },
+      },
+    }).template;
+
+    expect(ingestOf(template).DEAD_LETTER_QUEUE_URL).toBeUndefined();
+    expect(onDeadLetterQueue(template)).toEqual([]);
+    expect(ingestOf(withSources).DEAD_LETTER_QUEUE_URL).toEqual({
+      Ref: expect.stringMatching(/^DeadLetterQueue/),
+    });
+    expect(onDeadLetterQueue(withSources)).toEqual([
+      { actions: ['sqs:SendMessage'], resources: ['DeadLetterQueue'] },
+    ]);
+  });
+
   it('keeps request ids and the action ledger in an on-demand, encrypted DynamoDB table with TTL, named in the ingest and batch environments', () => {
     template.resourceCountIs('AWS::DynamoDB::Table', 1);
     template.hasResource('AWS::DynamoDB::Table', {
@@ -553,12 +592,13 @@ describe('cdk-nag (AwsSolutions)', () => {
     expect(report?.violations).toEqual([]);
     expect(report?.suppressedViolations.map((v) => [v.ruleName, v.acknowledgedAt]).sort()).toEqual([
       ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/POST--events'],
+      ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/POST--sources--{name}'],
       ['AwsSolutions-DDB3', 'MauticRelay-dev/DedupTable'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/ClientSecret'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/TokenSecret'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/WebhookSecret'],
     ]);
-    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(5);
+    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(6);
   });
 
   it('fails the synth when a finding is not acknowledged', () => {
@@ -715,5 +755,166 @@ describe('environment settings', () => {
     expect(loadRefreshConfig(environmentOf('refresh')).tokenSecretId).toBe(
       'resolved-token_secret_id',
     );
+  });
+});
+
+describe('sources (contract §6)', () => {
+  /** Two sources as cdk.json holds them: no secret. */
+  const SOURCES = {
+    shop: {
+      verify: { scheme: 'shopify' },
+      map: "{ 'entity': 'contacts', 'action': 'create', 'data': { 'email': email } }",
+    },
+    'stripe-customers': {
+      verify: { scheme: 'stripe' },
+      filter: "type = 'customer.created'",
+      map: "{ 'entity': 'contacts', 'action': 'create', 'data': { 'email': data.object.email } }",
+    },
+  };
+  const ingestVariables = (t: Template) =>
+    Object.values(t.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+    )?.Properties.Environment.Variables as Record<string, unknown>;
+
+  it('makes one secret per source, named after it, with no value in the template', () => {
+    const { template: t } = synth('dev', { sources: SOURCES });
+    const secrets = Object.entries(t.findResources('AWS::SecretsManager::Secret')).filter(([id]) =>
+      id.startsWith('SourceSecret'),
+    );
+
+    expect(secrets.map(([, secret]) => secret.Properties.Name).sort()).toEqual([
+      'MauticRelay/dev/sources/shop',
+      'MauticRelay/dev/sources/stripe-customers',
+    ]);
+    for (const [, secret] of secrets) {
+      // `{}` holds no secret: the ingest refuses the source until `sources set-secret`.
+      expect(secret.Properties.SecretString).toBe('{}');
+      expect(secret.Properties.GenerateSecretString).toBeUndefined();
+      expect(secret.DeletionPolicy).toBe('Delete');
+    }
+    expect(
+      Object.keys(
+        synth('prod', { sources: SOURCES }).template.findResources('AWS::SecretsManager::Secret'),
+      ).length,
+    ).toBe(5);
+    // No sources: no source secret, and the ingest reads no document.
+    const none = synth().template;
+    expect(Object.keys(none.findResources('AWS::SecretsManager::Secret'))).toHaveLength(3);
+    expect(ingestVariables(none).SOURCES_DOCUMENT).toBeUndefined();
+  });
+
+  it('lets the ingest, and nothing else, read exactly the sources’ secrets', () => {
+    const { template: t } = synth('dev', { sources: SOURCES });
+    const secretReads = (role: string) =>
+      statementsOf(t, role).filter((statement) =>
+        statement.actions.some((action) => action.startsWith('secretsmanager:')),
+      );
+
+    expect(
+      secretReads('IngestRole').sort((a, b) =>
+        a.resources.join().localeCompare(b.resources.join()),
+      ),
+    ).toEqual([
+      { actions: ['secretsmanager:GetSecretValue'], resources: ['SourceSecretshop'] },
+      { actions: ['secretsmanager:GetSecretValue'], resources: ['SourceSecretstripecustomers'] },
+      { actions: ['secretsmanager:GetSecretValue'], resources: ['WebhookSecret'] },
+    ]);
+    for (const role of ['BatchRole', 'RefreshRole'])
+      expect(JSON.stringify(statementsOf(t, role))).not.toContain('SourceSecret');
+  });
+
+  it('gives the ingest the document, compact and without secrets, and the secrets’ prefix, which its loader accepts', () => {
+    const { template: t } = synth('dev', { sources: SOURCES });
+    const variables = ingestVariables(t);
+
+    expect(variables.SOURCES_DOCUMENT).toBe(JSON.stringify({ sources: SOURCES }));
+    expect(variables.SOURCES_SECRET_PREFIX).toBe('MauticRelay/dev/sources/');
+    const config = loadIngestConfig(
+      Object.fromEntries(
+        Object.entries(variables).map(([n, v]) => [n, typeof v === 'string' ? v : `resolved-${n}`]),
+      ),
+    );
+    expect(config.sources).toEqual({
+      document: JSON.stringify({ sources: SOURCES }),
+      secretPrefix: 'MauticRelay/dev/sources/',
+    });
+  });
+
+  it('acknowledges the sources’ secrets’ rotation finding, each with its reason', () => {
+    const outdir = mkdtempSync(join(tmpdir(), 'relay-nag-sources-'));
+    try {
+      const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
+      const stack = new RelayStack(app, 'MauticRelay-dev', {
+        settings: environmentSettings('dev', {
+          dev: { ...environments.dev, sources: SOURCES },
+        }),
+      });
+      acknowledgeFindings(stack);
+      Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+      app.synth();
+      const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8'))
+        .pluginReports[0] as {
+        violations: unknown[];
+        suppressedViolations: Array<{ ruleName: string; acknowledgedAt: string }>;
+      };
+
+      expect(report.violations).toEqual([]);
+      expect(
+        report.suppressedViolations
+          .filter((v) => v.acknowledgedAt.includes('SourceSecret'))
+          .map((v) => [v.ruleName, v.acknowledgedAt])
+          .sort(),
+      ).toEqual([
+        ['AwsSolutions-SMG4', 'MauticRelay-dev/SourceSecret-shop'],
+        ['AwsSolutions-SMG4', 'MauticRelay-dev/SourceSecret-stripe-customers'],
+      ]);
+    } finally {
+      rmSync(outdir, { recursive: true, force: true });
+    }
+  });
+
+  it.each([
+    [
+      'an expression that does not compile',
+      { shop: { ...SOURCES.shop, map: '{ ,' } },
+      /sources: Source "shop": map does not compile: /,
+    ],
+    [
+      'an unknown scheme',
+      { shop: { ...SOURCES.shop, verify: { scheme: 'paypal' } } },
+      /sources: Source "shop": verify/,
+    ],
+    ['a bad name', { Shop: SOURCES.shop }, /sources: Source "Shop": the name must match/],
+    [
+      'a secret, which cdk.json (committed) must not hold',
+      {
+        shop: {
+          ...SOURCES.shop,
+          verify: { scheme: 'shopify', secret: 'shpss_committed_0123456789' },
+        },
+      },
+      /sources: Source "shop": cdk.json is committed, so it holds no secret: .*sources set-secret shop --env dev/,
+    ],
+    [
+      'a document over what the ingest’s environment holds',
+      Object.fromEntries(
+        Array.from({ length: 20 }, (_, i) => [`source-${i}`, { ...SOURCES['stripe-customers'] }]),
+      ),
+      new RegExp(
+        `the document is \\d+ bytes as compact JSON; .* at most ${MAX_SOURCES_DOCUMENT_BYTES}`,
+      ),
+    ],
+  ])('refuses to synthesize %s, naming the source and the problem', (_, sources, message) => {
+    const settings = () => environmentSettings('dev', { dev: { ...environments.dev, sources } });
+
+    expect(settings).toThrow(/^Invalid settings for environment "dev" in cdk\.json: sources: /);
+    expect(settings).toThrow(message);
+    expect(settings).not.toThrow('shpss_committed_0123456789');
+  });
+
+  it('refuses an environment without "sources", as any missing setting', () => {
+    const { sources: _sources, ...withoutSources } = environments.dev as Record<string, unknown>;
+
+    expect(() => environmentSettings('dev', { dev: withoutSources })).toThrow(/sources/);
   });
 });

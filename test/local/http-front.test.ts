@@ -355,6 +355,36 @@ describe('startHttpFront', () => {
     expect(invocations).toHaveLength(0);
   });
 
+  it('routes POST /sources/{name} with its route key and the name, decoded as API Gateway decodes the path', async () => {
+    const { front, invocations } = await echoFront();
+    for (const path of ['/sources/stripe', '/sources/%73hop']) {
+      const response = await fetch(`${front.url}${path}?x=1`, { method: 'POST', body: '{}' });
+      expect(response.status).toBe(200);
+    }
+    for (const [method, path] of [
+      ['POST', '/sources/'],
+      ['POST', '/sources'],
+      ['POST', '/sources/a/b'],
+      ['GET', '/sources/stripe'],
+    ] as const) {
+      const response = await fetch(`${front.url}${path}`, {
+        method,
+        ...(method === 'POST' ? { body: '{}' } : {}),
+      });
+      expect(response.status).toBe(404);
+    }
+
+    expect(invocations.map(({ event }) => [event.routeKey, event.pathParameters])).toEqual([
+      ['POST /sources/{name}', { name: 'stripe' }],
+      ['POST /sources/{name}', { name: 'shop' }],
+    ]);
+    expect(invocations[0]?.event).toMatchObject({
+      rawPath: '/sources/stripe',
+      rawQueryString: 'x=1',
+      requestContext: { routeKey: 'POST /sources/{name}', http: { path: '/sources/stripe' } },
+    });
+  });
+
   it('refuses a body cap or function timeout that is not a positive integer', async () => {
     for (const bad of [{ maxBodyBytes: 0 }, { maxBodyBytes: 1.5 }, { functionTimeoutMs: -1 }]) {
       await expect(startHttpFront({ handler: async () => ({}), ...bad })).rejects.toThrow(

@@ -4,6 +4,8 @@ import {
   DEFAULT_ENTITIES,
   loadBatchConfig,
   loadIngestConfig,
+  secretNames,
+  sourceSecretName,
 } from '../../functions/shared/config.ts';
 import { loadLocalConfig } from '../../infra/local/local-stack.ts';
 
@@ -184,6 +186,42 @@ describe('loadIngestConfig', () => {
     expect(() => loadLocalConfig({ CONTACT_MATCH_FIELDS: 'crm id' })).toThrow(
       /CONTACT_MATCH_FIELDS\S* must list contact field aliases/,
     );
+  });
+
+  it('reads the cloud’s sources document with the prefix of its secrets’ names, the one needing the other', () => {
+    const cloud = {
+      EVENTS_QUEUE_URL: 'q',
+      WEBHOOK_SECRET_ID: 'MauticRelay/dev/webhook',
+      DEDUP_WINDOW_SECONDS: '0',
+      DEAD_LETTER_QUEUE_URL: 'dlq',
+    };
+    const document = JSON.stringify({ sources: {} });
+
+    expect(loadIngestConfig(cloud).sources).toBeUndefined();
+    expect(
+      loadIngestConfig({
+        ...cloud,
+        SOURCES_DOCUMENT: document,
+        SOURCES_SECRET_PREFIX: 'MauticRelay/dev/sources/',
+      }).sources,
+    ).toEqual({ document, secretPrefix: 'MauticRelay/dev/sources/' });
+    expect(() => loadIngestConfig({ ...cloud, SOURCES_DOCUMENT: document })).toThrow(
+      /SOURCES_SECRET_PREFIX is required with SOURCES_DOCUMENT/,
+    );
+  });
+
+  it('names each source’s secret after the environment and the source', () => {
+    expect(secretNames('dev').sourcePrefix).toBe('MauticRelay/dev/sources/');
+    expect(sourceSecretName('prod', 'stripe-customers')).toBe(
+      'MauticRelay/prod/sources/stripe-customers',
+    );
+    expect(() => sourceSecretName('Prod', 'shop')).toThrow(ConfigError);
+  });
+
+  it('reads SOURCES_FILE for npm start, unset by default', () => {
+    expect(loadLocalConfig({}).SOURCES_FILE).toBeUndefined();
+    expect(loadLocalConfig({ SOURCES_FILE: 'sources.json' }).SOURCES_FILE).toBe('sources.json');
+    expect(() => loadLocalConfig({ SOURCES_FILE: '' })).toThrow(/SOURCES_FILE/);
   });
 
   it('takes a Secrets Manager secret id instead, and names what is missing', () => {
