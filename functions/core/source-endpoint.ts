@@ -15,6 +15,9 @@
  *
  * `source` and `body` tell it from a queued event (which has `sender`, `entity` and `action`);
  * `headers` never holds a signature or credential header (`CompiledSource.mappingHeaders`).
+ *
+ * What a source makes of a payload (`mapSourcePayload`) is the one code the endpoint, `sources
+ * test` and the redrive of such a letter run (infra/cli/source-letters.ts).
  */
 import { createHash } from 'node:crypto';
 import { IngestRefusal, QueueUnavailableError, SourceEvaluationError } from './errors.ts';
@@ -23,6 +26,7 @@ import { acceptWith, type IngestDeps } from './ingest.ts';
 import {
   envelope,
   type IngestEndpoint,
+  type IngestLimits,
   type IngestRequest,
   type IngestResponse,
   type Intake,
@@ -84,49 +88,36 @@ function sourceEndpoint(name: string, deps: SourceIngestDeps): IngestEndpoint {
         throw new IngestRefusal(401, 'unauthorized', 'Authentication failed.');
       }
       // The request's identity is the source's idempotency key, known once the body is read.
-      return { name: `source:${source.name}`, identity: () => undefined };
+      return sourceSender(source.name);
     },
-    events: (request, sender) => sourceIntake(source, request, sender, { ...deps, deadLetters }),
+    events: (request) => sourceIntake(source, request, { ...deps, deadLetters }),
   };
-}
-
-/** Why a payload could not be mapped: the error, and the JSON pointer of the first bad field. */
-interface MappingFailure {
-  error: string;
-  pointer: string;
 }
 
 type Deps = IngestDeps & { deadLetters: SourceDeadLetterQueue };
 
 /**
  * The source's steps on a verified request, in order: the body parsed (400 when it is not
- * JSON), its dead letter sized (413 when it could not be kept), the filter (a false one answers
- * 202 `ignored` and does nothing more), the idempotency key, the mapping, then the events'
- * checks, ids, envelopes and messages. A failure of the filter, the key or the mapping, or
- * events the ingest would refuse, is kept as a dead letter under the request's identity.
+ * JSON), its dead letter sized (413 when it could not be kept), then `mapSourcePayload`. A
+ * false filter answers 202 `ignored` and does nothing more; a failure is kept as a dead letter
+ * under the request's identity; `[]` queues nothing.
  */
 async function sourceIntake(
   source: CompiledSource,
   request: IngestRequest,
-  sender: Sender,
   deps: Deps,
 ): Promise<Intake> {
   const body = parseBody(request.body);
   const keep = deadLetterOf(source, body, request, deps);
-  let failure: MappingFailure | undefined;
-  try {
-    if (!(await source.filter(body, request.headers))) {
-      return { kind: 'answer', response: accepted({ ignored: true }) };
-    }
-  } catch (error) {
-    failure = evaluationFailure(error);
+  const mapping = await mapSourcePayload(source, body, request.headers, {
+    limits: deps.limits,
+    receivedAt: deps.clock.now(),
+    newId: deps.newId,
+  });
+  if (mapping.kind === 'ignored') {
+    return { kind: 'answer', response: accepted({ ignored: true }) };
   }
-  let key: string | undefined;
-  try {
-    key = await source.idempotencyKey(body, request.headers);
-  } catch (error) {
-    failure ??= evaluationFailure(error);
-  }
+  const { key } = mapping;
   const identity = (): RequestIdentity | undefined =>
     key === undefined
       ? undefined
@@ -135,17 +126,85 @@ async function sourceIntake(
           key: `source:${source.name}:${key}`,
           bodyHash: createHash('sha256').update(request.body).digest('base64'),
         };
-  const base = idBase(source.name, key ?? deps.newId(), deps.limits.maxEvents);
-  const mapped = failure
-    ? { failure }
-    : await mapToMessages(source, body, request, sender, base, deps);
-  if ('failure' in mapped) {
-    const why = mapped.failure;
-    return { kind: 'settle', identity, settle: () => keep(base, why) };
+  if (mapping.kind === 'failed') {
+    return { kind: 'settle', identity, settle: () => keep(mapping.idBase, mapping.failure) };
   }
   // `[]` means nothing to do: nothing is queued, so nothing needs remembering.
-  if (mapped.messages.length === 0) return { kind: 'answer', response: accepted() };
-  return { kind: 'queue', messages: mapped.messages, identity };
+  if (mapping.messages.length === 0) return { kind: 'answer', response: accepted() };
+  return { kind: 'queue', messages: mapping.messages, identity };
+}
+
+/** Why a payload could not be mapped: the error, and the JSON pointer of the first bad field. */
+interface MappingFailure {
+  error: string;
+  pointer: string;
+}
+
+/** A failure as a dead letter's `relay.detail`, `sources test` and a redrive word it. */
+export function mappingFailureText(failure: MappingFailure): string {
+  return failure.pointer === '' ? failure.error : `${failure.error} (at ${failure.pointer})`;
+}
+
+/** What `mapSourcePayload` needs beside the source and the payload. */
+export interface MappingContext {
+  /** The ingest's checks of events (§1, §5: ENTITIES, CONTACT_MATCH_FIELDS, MAX_EVENTS…). */
+  limits: IngestLimits;
+  /** When the payload came (epoch ms): its events' `receivedAt`. */
+  receivedAt: number;
+  newId: () => string;
+  /** The base of the events' ids when it is known already (a redrive: the letter's id). */
+  idBase?: string | undefined;
+}
+
+/**
+ * What a source makes of a verified payload: `ignored` when its filter is false; else `failed`
+ * (why, and `idBase`, the id its dead letter has) or `mapped` (the events as the mapping yielded
+ * them, checked, and their queue messages; none for `[]`). `key` is the payload's idempotency
+ * key, undefined when it has none.
+ */
+export type PayloadMapping =
+  | { kind: 'ignored' }
+  | { kind: 'failed'; key: string | undefined; idBase: string; failure: MappingFailure }
+  | {
+      kind: 'mapped';
+      key: string | undefined;
+      idBase: string;
+      events: unknown[];
+      messages: OutgoingMessage[];
+    };
+
+/**
+ * A source's filter, idempotency key and mapping on a payload, and the ingest's checks of the
+ * events, as the endpoint runs them: the one code that the endpoint, `sources test` and a
+ * redrive of a `mapping_failed` dead letter share, so that each says what the others do. A
+ * filter or key that fails is a failure too, but the key is still asked for after a failed
+ * filter: the dead letter's id comes from it.
+ */
+export async function mapSourcePayload(
+  source: CompiledSource,
+  body: unknown,
+  headers: Readonly<Record<string, string | undefined>>,
+  context: MappingContext,
+): Promise<PayloadMapping> {
+  let failure: MappingFailure | undefined;
+  try {
+    if (!(await source.filter(body, headers))) return { kind: 'ignored' };
+  } catch (error) {
+    failure = evaluationFailure(error);
+  }
+  let key: string | undefined;
+  try {
+    key = await source.idempotencyKey(body, headers);
+  } catch (error) {
+    failure ??= evaluationFailure(error);
+  }
+  const idBase =
+    context.idBase ?? idBaseOf(source.name, key ?? context.newId(), context.limits.maxEvents);
+  const mapped = failure
+    ? { failure }
+    : await mapToMessages(source, body, headers, idBase, context);
+  if ('failure' in mapped) return { kind: 'failed', key, idBase, failure: mapped.failure };
+  return { kind: 'mapped', key, idBase, ...mapped };
 }
 
 function accepted(extra: Record<string, unknown> = {}): IngestResponse {
@@ -158,8 +217,13 @@ function evaluationFailure(error: unknown): MappingFailure {
   return { error: error.message, pointer: '' };
 }
 
+/** The sender a source's events are queued under: apart from every `/events` sender. */
+function sourceSender(name: string): Sender {
+  return { name: `source:${name}`, identity: () => undefined };
+}
+
 /**
- * The mapping's events as queue messages, each with its id: the mapping's own, else
+ * The mapping's events and their queue messages, each with its id: the mapping's own, else
  * `<base>:<index>` (its position among the events the mapping yielded). Events the ingest
  * would refuse (§1, §5: the schema, ENTITIES, CONTACT_MATCH_FIELDS, the size of a message)
  * are a failure at the first refused field.
@@ -167,19 +231,19 @@ function evaluationFailure(error: unknown): MappingFailure {
 async function mapToMessages(
   source: CompiledSource,
   body: unknown,
-  request: IngestRequest,
-  sender: Sender,
+  headers: Readonly<Record<string, string | undefined>>,
   base: string,
-  deps: Deps,
-): Promise<{ messages: OutgoingMessage[] } | { failure: MappingFailure }> {
-  const mapped = await source.map(body, request.headers);
+  context: MappingContext,
+): Promise<{ events: unknown[]; messages: OutgoingMessage[] } | { failure: MappingFailure }> {
+  const mapped = await source.map(body, headers);
   if (mapped.kind === 'failed') return { failure: mapped };
-  if (mapped.events.length === 0) return { messages: [] };
+  if (mapped.events.length === 0) return { events: [], messages: [] };
   try {
-    const events = validateEvents(mapped.events, deps.limits).map(
+    const events = validateEvents(mapped.events, context.limits).map(
       (event, index): RelayEvent => ({ ...event, eventId: event.eventId ?? `${base}:${index}` }),
     );
-    return { messages: toMessages(envelope(events, sender, deps.clock.now(), deps.newId)) };
+    const queued = envelope(events, sourceSender(source.name), context.receivedAt, context.newId);
+    return { events: mapped.events, messages: toMessages(queued) };
   } catch (error) {
     if (!(error instanceof IngestRefusal)) throw error;
     const [first] = error.details ?? [];
@@ -202,7 +266,7 @@ async function mapToMessages(
  * so 120 with the index). The form depends only on the name and the key, so a provider's retry
  * of a webhook gets the same ids.
  */
-function idBase(name: string, key: string, maxEvents: number): string {
+function idBaseOf(name: string, key: string, maxEvents: number): string {
   const plain = `${name}:${key}`;
   const indexLength = String(Math.max(0, maxEvents - 1)).length;
   if (plain.length + 1 + indexLength <= MAX_EVENT_ID_LENGTH) return plain;
@@ -262,8 +326,7 @@ async function keepDeadLetter(
   deps: Deps,
 ): Promise<IngestResponse> {
   const { id, failure } = letter;
-  const detail =
-    failure.pointer === '' ? failure.error : `${failure.error} (at ${failure.pointer})`;
+  const detail = mappingFailureText(failure);
   try {
     await deps.deadLetters.deadLetter({
       id,

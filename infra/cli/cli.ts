@@ -8,8 +8,10 @@ import {
   DEFAULT_HIDE_SECONDS,
   type DeadLetterFilters,
   type DeadLetterList,
+  discardDeadLetters,
   listDeadLetters,
   parseSince,
+  type RedriveResult,
   redriveDeadLetters,
 } from './dead-letters.ts';
 import { EXIT, explainAwsError, SetupError } from './errors.ts';
@@ -18,6 +20,7 @@ import { authorize, storeCredentials, UsageError } from './operator-commands.ts'
 import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
 import { sendEvents } from './send.ts';
 import { senders, sendersLines } from './senders.ts';
+import { sourceRemapper } from './source-letters.ts';
 import {
   environmentSources,
   listSources,
@@ -67,7 +70,8 @@ const TARGET_HELP = `  --env NAME   a deployed environment: its stack MauticRela
                it runs in, or in MAUTIC_RELAY_DIR)
   --json       print one JSON document on stdout`;
 
-const FILTER_HELP = `  --reason R   only this reason (invalid_event, mautic_rejected_item, retry_horizon_exceeded, …)
+const FILTER_HELP = `  --reason R   only this reason (invalid_event, mautic_rejected_item, retry_horizon_exceeded,
+               mapping_failed, …)
   --entity E   only this entity (contacts, companies, …)
   --action A   only create, edit or delete
   --since T    only dead letters from the last T (90s, 30m, 2h, 7d) or since an ISO 8601 time`;
@@ -107,19 +111,34 @@ ${TARGET_HELP}`,
   },
   'dead-letters': {
     usage:
-      'dead-letters (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--show-data] [--json]',
-    summary: 'list dead letters with their reasons, newest first',
+      'dead-letters [discard] (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--show-data] [--dry-run] [--json]',
+    summary: 'list dead letters with their reasons, newest first; discard them',
     details: `Reads the dead-letter queue without consuming it (what it reads is visible again as
 soon as it is done) and lists the matching dead letters, newest first, with a count by reason.
 Record contents are shown only with --show-data.
+"dead-letters discard" deletes the matching dead letters for good (once they were looked at),
+and says how many; the others stay. Exits 1 when some matching ones could not be deleted.
 ${TARGET_HELP}
 ${FILTER_HELP}
-  --limit N    list at most N (default 100; the counts cover all)
-  --show-data  include each event's record id and data`,
-    options: { ...filterOptions, 'show-data': { type: 'boolean', default: false } },
-    positionals: 0,
-    run: async (values, _, io) => {
+  --limit N    list (discard) at most N (default 100; the counts cover all)
+  --show-data  include each event's record id and data (the list only)
+  --dry-run    discard: only count what would be deleted`,
+    options: {
+      ...filterOptions,
+      'show-data': { type: 'boolean', default: false },
+      'dry-run': { type: 'boolean', default: false },
+    },
+    positionals: 1,
+    run: async (values, positionals, io) => {
+      const [action] = positionals;
+      if (action !== undefined && action !== 'discard')
+        throw new UsageError(`Unexpected argument "${action}": dead-letters takes only "discard"`);
       const filters = checkFilters(values, io, 100);
+      if (action === 'discard') {
+        if (values['show-data']) throw new UsageError('--show-data is for the list');
+        return withTarget(values, io, (target) => runDiscard(target, values, filters, io));
+      }
+      if (values['dry-run']) throw new UsageError('--dry-run is for dead-letters discard');
       return withTarget(values, io, async (target) => {
         const list = await listDeadLetters(target.sqs, target.deadLetterQueueUrl, filters, {
           showData: values['show-data'] === true,
@@ -148,8 +167,12 @@ horizon: each is sent to the events queue before it is deleted from the dead-let
 interrupted redrive loses nothing, and running it again finishes the job. Ctrl-C stops after the
 batch in hand. A redrive killed between a send and its delete leaves that event in both queues,
 and the re-run sends it again (delivery is at least once). Each goes back into its record's
-message group, in the order the record's dead letters were written. Exits 1 when some matching
-dead letters could not be moved.
+message group, in the order the record's dead letters were written. A mapping_failed letter (a
+source's payload, contract §6) is mapped again by its source as configured now (the running
+stack's SOURCES_FILE, or the environment's "sources" in the cdk.json of this directory): its
+events are queued as the ingest queues them, or nothing when the filter is false now; one whose
+mapping still fails stays, named on stderr with the error (never its payload). Exits 1 when some
+matching dead letters could not be moved.
 ${TARGET_HELP}
 ${FILTER_HELP}
   --limit N    move at most N (default 100, as for dead-letters; "left" counts the rest)
@@ -181,6 +204,7 @@ ${FILTER_HELP}
         if (from === target.eventsQueueUrl)
           throw new UsageError('--from names the events queue itself: nothing to move');
         const bar = progressBar(io);
+        const keptReport = keptLines(io, values['dry-run'] === true);
         const result = await redriveDeadLetters(
           target.sqs,
           {
@@ -200,18 +224,23 @@ ${FILTER_HELP}
             sleep: io.sleep,
             shouldStop: io.interrupted,
             progress: bar.update,
+            remap: sourceRemapper(() =>
+              target.local ? localSources(io.env) : environmentSources(target.name, process.cwd()),
+            ),
+            kept: keptReport.add,
           },
         );
         bar.done();
-        const { complete: _complete, ...json } = result;
+        keptReport.done();
+        const { complete: _complete, nothingQueued: _nothingQueued, ...json } = result;
         if (values.json) io.stdout(JSON.stringify(json));
-        else if (values['dry-run'])
-          io.stdout(
-            `${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} would be moved (dry run: none moved).`,
-          );
         else
           io.stdout(
-            `Moved ${result.moved} of ${result.matched} matching dead ${result.matched === 1 ? 'letter' : 'letters'} to the events queue; ${result.left} left.${io.interrupted() ? ' Interrupted: run the same command again to finish.' : ''}`,
+            redriveLine(result, {
+              dryRun: values['dry-run'] === true,
+              interrupted: io.interrupted(),
+              kept: keptReport.count(),
+            }),
           );
         // Unread ones matter only when the limit left room for them.
         if (!result.complete && !io.interrupted() && result.moved < filters.limit)
@@ -585,6 +614,44 @@ async function runSetSecret(
   }
 }
 
+/** `dead-letters discard`: deletes the matching dead letters for good. */
+async function runDiscard(
+  target: Target,
+  values: Values,
+  filters: DeadLetterFilters,
+  io: CliIo,
+): Promise<number> {
+  const dryRun = values['dry-run'] === true;
+  const result = await discardDeadLetters(target.sqs, target.deadLetterQueueUrl, filters, {
+    dryRun,
+    hideSeconds: hideSeconds(io),
+    now: io.now,
+    sleep: io.sleep,
+    shouldStop: io.interrupted,
+    waiting: (hidden) =>
+      io.stderr(
+        `${hidden} dead ${hidden === 1 ? 'letter is' : 'letters are'} hidden by an earlier read that did not finish; waiting up to ${hideSeconds(io)} s for ${hidden === 1 ? 'it' : 'them'} to come back…\n`,
+      ),
+  });
+  const { complete: _complete, ...json } = result;
+  const letters = `dead ${result.matched === 1 ? 'letter' : 'letters'}`;
+  if (values.json) io.stdout(JSON.stringify(json));
+  else if (dryRun)
+    io.stdout(
+      `${result.matched} matching ${letters} would be discarded (dry run: none discarded).`,
+    );
+  else
+    io.stdout(
+      `Discarded ${result.discarded} of ${result.matched} matching ${letters}; ${result.left} left.`,
+    );
+  if (!result.complete && !io.interrupted() && result.discarded < filters.limit)
+    io.stderr(
+      'Not every dead letter could be read: the queue is too large to read in one go, or another read still hides some. npx mautic-relay dead-letters shows what is left.\n',
+    );
+  const wanted = Math.min(result.matched, filters.limit);
+  return dryRun || result.discarded >= wanted ? EXIT.ok : EXIT.failed;
+}
+
 /** The --env NAME or --local of a command, checked; then the command on its target. */
 async function withTarget(
   values: Values,
@@ -700,6 +767,45 @@ function progressBar(io: CliIo) {
     },
     done: () => {
       if (drawn) io.stderr('\n');
+    },
+  };
+}
+
+function redriveLine(
+  result: RedriveResult,
+  options: { dryRun: boolean; interrupted: boolean; kept: number },
+): string {
+  const letters = (n: number) => `dead ${n === 1 ? 'letter' : 'letters'}`;
+  const { dryRun, interrupted, kept } = options;
+  if (dryRun && kept === 0)
+    return `${result.matched} matching ${letters(result.matched)} would be moved (dry run: none moved).`;
+  if (dryRun)
+    return `${result.matched - kept} of ${result.matched} matching ${letters(result.matched)} would be moved (dry run: none moved); the ${kept} named above would stay.`;
+  const nothing =
+    result.nothingQueued === 0
+      ? ''
+      : ` (${result.nothingQueued} of them deleted with nothing to queue: their source's filter is false now, or its mapping yields no event)`;
+  return `Moved ${result.moved} of ${result.matched} matching ${letters(result.matched)} to the events queue${nothing}; ${result.left} left.${interrupted ? ' Interrupted: run the same command again to finish.' : ''}`;
+}
+
+/** Most letters a redrive names as staying; the count covers the rest. */
+const KEPT_LINES = 20;
+
+/** The `mapping_failed` letters a redrive leaves, on stderr: each id and why, never its payload. */
+function keptLines(io: CliIo, dryRun: boolean) {
+  let count = 0;
+  return {
+    add: (eventId: string, problem: string) => {
+      count++;
+      if (count <= KEPT_LINES)
+        io.stderr(`Dead letter ${eventId} ${dryRun ? 'would stay' : 'stays'}: ${problem}\n`);
+    },
+    count: () => count,
+    done: () => {
+      if (count > KEPT_LINES)
+        io.stderr(
+          `…and ${count - KEPT_LINES} more dead letters that ${dryRun ? 'would stay' : 'stay'} (npx mautic-relay dead-letters --reason mapping_failed lists them).\n`,
+        );
     },
   };
 }

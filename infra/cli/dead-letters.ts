@@ -8,6 +8,10 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
+import { QueueUnavailableError } from '../../functions/core/errors.ts';
+import type { OutgoingMessage } from '../../functions/core/ports.ts';
+import type { Remapper } from './source-letters.ts';
 
 /** One dead letter as the commands show it (contract §4); `data` only with `--show-data`. */
 interface DeadLetterItem {
@@ -269,35 +273,48 @@ export interface RedriveResult {
   moved: number;
   left: number;
   complete: boolean;
+  /** Of those moved, the `mapping_failed` ones that had nothing to queue now: deleted. */
+  nothingQueued: number;
+}
+
+interface RedriveOptions {
+  rate: number;
+  dryRun: boolean;
+  hideSeconds: number;
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  shouldStop: () => boolean;
+  progress: (state: { scanned: number; matched: number; moved: number; total: number }) => void;
+  /** Told how many dead letters an earlier, interrupted read still hides. */
+  waiting: (hidden: number) => void;
+  /** Maps a `mapping_failed` letter with its source as configured now (source-letters.ts). */
+  remap: Remapper;
+  /** Told of each matching letter that stays, and why (never its payload). */
+  kept: (eventId: string, problem: string) => void;
 }
 
 /**
  * `redrive`: moves the matching dead letters (at most `filters.limit`) back to the events queue,
- * each sent before it is deleted, at most `rate` a second. The others are made visible again.
- * Killed at any point it loses nothing; killed between a send and its delete, that message is
- * in both queues and a re-run sends it again (at least once, as everywhere in the relay).
+ * each sent before it is deleted, at most `rate` events a second. The others are made visible
+ * again. Killed at any point it loses nothing; killed between a send and its delete, that message
+ * is in both queues and a re-run sends it again (at least once, as everywhere in the relay).
  * `shouldStop` (Ctrl-C) ends it after the batch in hand, so that never happens on Ctrl-C.
+ *
+ * A `mapping_failed` letter holds a source's payload, not an event: it is mapped again with the
+ * source as configured now (`remap`), and its events are queued as the ingest queues them, or,
+ * when the filter is false or the mapping yields `[]`, nothing is; either way it is deleted then.
+ * One whose mapping still fails stays, and `kept` says why; so does one a dry run would keep.
  */
 export async function redriveDeadLetters(
   sqs: SQSClient,
   urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
   filters: DeadLetterFilters,
-  options: {
-    rate: number;
-    dryRun: boolean;
-    hideSeconds: number;
-    now: () => number;
-    sleep: (ms: number) => Promise<void>;
-    shouldStop: () => boolean;
-    progress: (state: { scanned: number; matched: number; moved: number; total: number }) => void;
-    /** Told how many dead letters an earlier, interrupted read still hides. */
-    waiting: (hidden: number) => void;
-  },
+  options: RedriveOptions,
 ): Promise<RedriveResult> {
   // Those hidden by a redrive that was killed must be back, or this one could not finish the job.
   await waitForHidden(sqs, urls.deadLetterQueueUrl, options, options.waiting);
   const total = (await countMessages(sqs, urls.deadLetterQueueUrl)).total;
-  const state = { scanned: 0, matched: 0, moved: 0, total };
+  const state = { scanned: 0, matched: 0, moved: 0, total, nothingQueued: 0, sent: 0 };
   const started = options.now();
   // What this redrive moved may be refused again and come back as a new dead letter while it
   // runs (the cause not fixed yet): such a copy is not one to move again, or the same event
@@ -306,6 +323,7 @@ export async function redriveDeadLetters(
   const before = (scanned: Scanned) =>
     scanned.deadLetteredMs < started &&
     (scanned.item.eventId === null || !movedEvents.has(scanned.item.eventId));
+  const remapped = remapOnce(options);
   // A scan ends before what it hid reappears; on a large queue another round finds the rest.
   let complete = false;
   for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
@@ -323,18 +341,26 @@ export async function redriveDeadLetters(
         const matching = batch.filter((scanned) => before(scanned) && matches(scanned, filters));
         state.matched += matching.length;
         const room = Math.max(0, filters.limit - state.moved);
-        const moving = options.dryRun ? [] : matching.slice(0, room);
+        const { plain, mapped } = await remapped(matching.slice(0, room));
         const gone = new Set<string>();
-        if (moving.length > 0) {
-          // Paced from the start, so the average never passes the rate.
-          const due = started + ((state.moved + moving.length) / options.rate) * 1000;
+        if (!options.dryRun && plain.length + mapped.length > 0) {
+          // Paced from the start by the events sent, so the average never passes the rate.
+          const events = plain.length + mapped.reduce((n, { messages }) => n + messages.length, 0);
+          const due = started + ((state.sent + events) / options.rate) * 1000;
           const wait = due - options.now();
           if (wait > 0) await options.sleep(wait);
-          for (const messageId of await move(sqs, urls, moving, stopped)) {
+          state.sent += events;
+          for (const messageId of await move(sqs, urls, plain, stopped)) gone.add(messageId);
+          for (const messageId of await deliver(sqs, urls, mapped, options.kept)) {
             gone.add(messageId);
-            state.moved++;
+            const letter = mapped.find(({ letter }) => letter.message.MessageId === messageId);
+            if (letter?.messages.length === 0) state.nothingQueued++;
           }
-          for (const { item } of moving) if (item.eventId !== null) movedEvents.add(item.eventId);
+          state.moved += gone.size;
+          // Only those moved: one SQS did not take is matched again, and tried, in the next round.
+          for (const { message, item } of [...plain, ...mapped.map(({ letter }) => letter)])
+            if (item.eventId !== null && gone.has(message.MessageId ?? ''))
+              movedEvents.add(item.eventId);
         }
         options.progress({ ...state });
         return gone;
@@ -343,12 +369,153 @@ export async function redriveDeadLetters(
     ));
     if (state.moved === movedBefore) break;
   }
-  return {
-    matched: state.matched,
-    moved: state.moved,
-    left: state.matched - state.moved,
-    complete,
+  const { matched, moved, nothingQueued } = state;
+  return { matched, moved, left: matched - moved, complete, nothingQueued };
+}
+
+/** A `mapping_failed` letter mapped again, and what it now queues (maybe nothing). */
+interface MappedLetter {
+  letter: Scanned;
+  messages: OutgoingMessage[];
+}
+
+/**
+ * Splits letters into those moved as they are and the `mapping_failed` ones mapped again; a
+ * letter whose mapping fails is reported (once a redrive: later rounds read it again) and left.
+ */
+function remapOnce(options: Pick<RedriveOptions, 'remap' | 'kept'>) {
+  const keeping = new Set<string>();
+  return async (letters: Scanned[]): Promise<{ plain: Scanned[]; mapped: MappedLetter[] }> => {
+    const plain: Scanned[] = [];
+    const mapped: MappedLetter[] = [];
+    for (const letter of letters) {
+      if (letter.item.reason !== MAPPING_FAILED) {
+        plain.push(letter);
+        continue;
+      }
+      const messageId = letter.message.MessageId ?? '';
+      if (keeping.has(messageId)) continue;
+      const outcome = await options.remap(letter.body);
+      if (outcome.kind === 'kept') {
+        keeping.add(messageId);
+        options.kept(letter.item.eventId ?? '(no id)', outcome.problem);
+      } else {
+        mapped.push({ letter, messages: outcome.kind === 'events' ? outcome.messages : [] });
+      }
+    }
+    return { plain, mapped };
   };
+}
+
+/** The reason of a source's payload that could not be mapped (contract §6). */
+const MAPPING_FAILED = 'mapping_failed';
+
+/**
+ * Queues each mapped letter's events as the ingest queues them (`SqsEventQueue`: each in its
+ * record's message group, deduplicated per event), then deletes the letter; resolves the message
+ * ids deleted. A letter whose events the queue did not all take stays (`kept` says so): a re-run
+ * sends them again, deduplicated by SQS within five minutes, and the batch function's
+ * de-duplication of a batch's event ids after that.
+ */
+async function deliver(
+  sqs: SQSClient,
+  urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
+  mapped: MappedLetter[],
+  kept: RedriveOptions['kept'],
+): Promise<string[]> {
+  const queue = new SqsEventQueue(sqs, urls.eventsQueueUrl);
+  const sent: Scanned[] = [];
+  for (const { letter, messages } of mapped) {
+    try {
+      if (messages.length > 0) await queue.enqueue(messages);
+      sent.push(letter);
+    } catch (error) {
+      if (!(error instanceof QueueUnavailableError)) throw error;
+      kept(
+        letter.item.eventId ?? '(no id)',
+        `the events queue did not take its events (${error.reason.code ?? error.reason.error ?? 'no answer'}): run the redrive again`,
+      );
+    }
+  }
+  return deleteLetters(sqs, urls.deadLetterQueueUrl, sent);
+}
+
+/** Deletes letters from the queue they were read from; resolves the message ids deleted. */
+async function deleteLetters(
+  sqs: SQSClient,
+  queueUrl: string,
+  letters: ReadonlyArray<Scanned>,
+): Promise<string[]> {
+  const deleted: string[] = [];
+  for (let i = 0; i < letters.length; i += 10) {
+    const chunk = letters.slice(i, i + 10);
+    const { Successful = [] } = await sqs.send(
+      new DeleteMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: chunk.map(({ message }, j) => ({
+          Id: String(j),
+          ReceiptHandle: message.ReceiptHandle ?? '',
+        })),
+      }),
+    );
+    for (const entry of Successful) {
+      const messageId = chunk[Number(entry.Id)]?.message.MessageId;
+      if (messageId) deleted.push(messageId);
+    }
+  }
+  return deleted;
+}
+
+export interface DiscardResult {
+  matched: number;
+  discarded: number;
+  left: number;
+  complete: boolean;
+}
+
+/**
+ * `dead-letters discard`: deletes the matching dead letters (at most `filters.limit`) for good;
+ * the others are made visible again. Only letters there when it started. A record's later
+ * letters, which a FIFO queue hands out only once its earlier ones are gone, are reached in
+ * later rounds.
+ */
+export async function discardDeadLetters(
+  sqs: SQSClient,
+  queueUrl: string,
+  filters: DeadLetterFilters,
+  options: Pick<
+    RedriveOptions,
+    'dryRun' | 'hideSeconds' | 'now' | 'sleep' | 'shouldStop' | 'waiting'
+  >,
+): Promise<DiscardResult> {
+  await waitForHidden(sqs, queueUrl, options, options.waiting);
+  const started = options.now();
+  let matched = 0;
+  let discarded = 0;
+  let complete = false;
+  for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
+    const discardedBefore = discarded;
+    matched = discarded;
+    ({ complete } = await scan(
+      sqs,
+      queueUrl,
+      options,
+      async (batch) => {
+        const matching = batch.filter(
+          (scanned) => scanned.deadLetteredMs < started && matches(scanned, filters),
+        );
+        matched += matching.length;
+        if (options.dryRun) return new Set();
+        const room = Math.max(0, filters.limit - discarded);
+        const gone = await deleteLetters(sqs, queueUrl, matching.slice(0, room));
+        discarded += gone.length;
+        return new Set(gone);
+      },
+      options.shouldStop,
+    ));
+    if (discarded === discardedBefore) break;
+  }
+  return { matched, discarded, left: matched - discarded, complete };
 }
 
 /**

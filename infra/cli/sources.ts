@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -5,12 +6,9 @@ import {
   PutSecretValueCommand,
   type SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
-import {
-  IngestRefusal,
-  SourceConfigError,
-  SourceEvaluationError,
-} from '../../functions/core/errors.ts';
-import { type IngestLimits, validateEvents } from '../../functions/core/ingest-steps.ts';
+import { SourceConfigError } from '../../functions/core/errors.ts';
+import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
+import { mappingFailureText, mapSourcePayload } from '../../functions/core/source-endpoint.ts';
 import {
   compileSourcesText,
   formatSourceSecret,
@@ -20,7 +18,6 @@ import {
 import {
   type CompiledSource,
   compileSources,
-  eventPointer,
   parseSourcesDocument,
   type SourceDefinition,
 } from '../../functions/core/sources.ts';
@@ -159,9 +156,9 @@ export type SourceTestResult = { ignored: boolean; events: unknown[] } | { error
 
 /**
  * Runs a source's filter, idempotency key and mapping on a payload, and checks the events as
- * the ingest would (§1, §5, the environment's ENTITIES and CONTACT_MATCH_FIELDS): what the
- * endpoint would queue, or the error a `mapping_failed` dead letter would hold. No signature is
- * checked and nothing is sent.
+ * the ingest would (§1, §5, the environment's ENTITIES and CONTACT_MATCH_FIELDS), with the
+ * endpoint's own code (`mapSourcePayload`): what the endpoint would queue, or the error a
+ * `mapping_failed` dead letter would hold. No signature is checked and nothing is sent.
  */
 export async function testSource(
   sources: SourcesInUse,
@@ -169,17 +166,14 @@ export async function testSource(
   payload: unknown,
   headers: Readonly<Record<string, string>>,
 ): Promise<SourceTestResult & { key?: string | undefined }> {
-  const source = compiled(sources, name);
-  try {
-    if (!(await source.filter(payload, headers))) return { ignored: true, events: [] };
-    const key = await source.idempotencyKey(payload, headers);
-    const mapped = await source.map(payload, headers);
-    if (mapped.kind === 'failed') return { error: withPointer(mapped.error, mapped.pointer) };
-    return { ...checkEvents(mapped.events, sources.limits), key };
-  } catch (error) {
-    if (error instanceof SourceEvaluationError) return { error: error.message };
-    throw error;
-  }
+  const mapping = await mapSourcePayload(compiled(sources, name), payload, headers, {
+    limits: sources.limits,
+    receivedAt: Date.now(),
+    newId: randomUUID,
+  });
+  if (mapping.kind === 'ignored') return { ignored: true, events: [] };
+  if (mapping.kind === 'failed') return { error: mappingFailureText(mapping.failure) };
+  return { ignored: false, events: mapping.events, key: mapping.key };
 }
 
 function definitionOf(sources: SourcesInUse, name: string): SourceDefinition {
@@ -198,29 +192,6 @@ function compiled(sources: SourcesInUse, name: string): CompiledSource {
     requireSecrets: false,
   });
   return source.get(name) as CompiledSource;
-}
-
-/** The events, or the ingest's first objection to them, as the endpoint words it. */
-function checkEvents(events: unknown[], limits: IngestLimits): SourceTestResult {
-  if (events.length === 0) return { ignored: false, events: [] };
-  try {
-    validateEvents(events, limits);
-    return { ignored: false, events };
-  } catch (error) {
-    if (!(error instanceof IngestRefusal)) throw error;
-    const [first] = error.details ?? [];
-    if (first === undefined) return { error: `map: ${error.message}` };
-    return {
-      error: withPointer(
-        `map: yields an event the ingest refuses: ${first.message}`,
-        first.index === undefined ? '' : eventPointer(first.index, first.path),
-      ),
-    };
-  }
-}
-
-function withPointer(error: string, pointer: string): string {
-  return pointer === '' ? error : `${error} (at ${pointer})`;
 }
 
 export function sourceTestLines(

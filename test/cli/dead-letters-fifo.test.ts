@@ -11,12 +11,15 @@ import {
   type Message,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
+  type SendMessageBatchCommandOutput,
+  type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listDeadLetters, redriveDeadLetters } from '../../infra/cli/dead-letters.ts';
 import {
   type LocalSqs,
   queueCounts,
+  sqsClient,
   startLocalSqs,
   uniqueQueueName,
 } from '../support/local-sqs.ts';
@@ -127,9 +130,13 @@ function byGroup(messages: Message[]): Record<string, string[]> {
   return groups;
 }
 
-function redrive(urls: { deadLetterQueueUrl: string; eventsQueueUrl: string }, reason?: string) {
+function redrive(
+  urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
+  reason?: string,
+  sqs: SQSClient = local.sqs,
+) {
   return redriveDeadLetters(
-    local.sqs,
+    sqs,
     urls,
     { limit: 100, reason },
     {
@@ -141,6 +148,10 @@ function redrive(urls: { deadLetterQueueUrl: string; eventsQueueUrl: string }, r
       shouldStop: () => false,
       progress: () => {},
       waiting: () => {},
+      remap: async () => {
+        throw new Error('These dead letters are events, not source payloads');
+      },
+      kept: () => {},
     },
   );
 }
@@ -161,7 +172,13 @@ describe('dead letters in FIFO queues', () => {
 
     const result = await redrive({ deadLetterQueueUrl, eventsQueueUrl });
 
-    expect(result).toEqual({ matched: 6, moved: 6, left: 0, complete: true });
+    expect(result).toEqual({
+      matched: 6,
+      moved: 6,
+      left: 0,
+      complete: true,
+      nothingQueued: 0,
+    });
     const events = await drain(eventsQueueUrl, 6);
     expect(byGroup(events)).toEqual({ A: ['a1', 'a2', 'a3'], B: ['b1', 'b2'], C: ['c1'] });
     const dedup = Object.fromEntries(
@@ -214,7 +231,13 @@ describe('dead letters in FIFO queues', () => {
 
     const result = await redrive({ deadLetterQueueUrl, eventsQueueUrl }, 'mautic_rejected_item');
 
-    expect(result).toEqual({ matched: 12, moved: 12, left: 0, complete: true });
+    expect(result).toEqual({
+      matched: 12,
+      moved: 12,
+      left: 0,
+      complete: true,
+      nothingQueued: 0,
+    });
     expect(byGroup(await drain(eventsQueueUrl, 12))).toEqual({ A: later, B: ['b1'] });
     expect(byGroup(await drain(deadLetterQueueUrl, 1))).toEqual({ A: ['a1'] });
   });
@@ -231,11 +254,73 @@ describe('dead letters in FIFO queues', () => {
 
     const result = await redrive({ deadLetterQueueUrl, eventsQueueUrl }, 'mautic_rejected_item');
 
-    expect(result).toEqual({ matched: 1, moved: 1, left: 0, complete: false });
+    expect(result).toEqual({
+      matched: 1,
+      moved: 1,
+      left: 0,
+      complete: false,
+      nothingQueued: 0,
+    });
     expect(byGroup(await drain(eventsQueueUrl, 1))).toEqual({ B: ['b1'] });
     // What it read is visible again, in the order it was.
     expect(byGroup(await drain(deadLetterQueueUrl, 12))).toEqual({ A: [...leftOfA, 'a12'] });
   });
+
+  it.each([
+    ['once', 1, { matched: 12, moved: 12, left: 0 }],
+    ['every time', Number.POSITIVE_INFINITY, { matched: 12, moved: 11, left: 1 }],
+  ])(
+    'tries a letter SQS did not take again in a later round, and counts it left when SQS refuses it %s',
+    async (_, refusals, counts) => {
+      const deadLetterQueueUrl = await createQueue('fifo');
+      const eventsQueueUrl = await createQueue('fifo');
+      // Record A's later letters wait behind one the filter leaves: a first round cannot read them.
+      await deadLetters(deadLetterQueueUrl, [
+        { eventId: 'b1', group: 'B' },
+        { eventId: 'a1', group: 'A', reason: 'ambiguous_result' },
+        ...Array.from({ length: 11 }, (_, i) => ({ eventId: `a${i + 2}`, group: 'A' })),
+      ]);
+      // SQS answers B's entry Failed (not sent), `refusals` times.
+      const sqs = sqsClient(local.endpoint);
+      const send = sqs.send.bind(sqs);
+      let refused = 0;
+      sqs.send = (async (command: Parameters<typeof send>[0]) => {
+        if (!(command instanceof SendMessageBatchCommand) || refused >= refusals)
+          return send(command);
+        const entries = command.input.Entries ?? [];
+        const isB = (entry: { MessageBody?: string | undefined }) =>
+          entry.MessageBody?.includes('"b1"') === true;
+        if (!entries.some(isB)) return send(command);
+        refused++;
+        const rest = entries.filter((entry) => !isB(entry));
+        const answer = (
+          rest.length === 0
+            ? { Successful: [] }
+            : await send(new SendMessageBatchCommand({ ...command.input, Entries: rest }))
+        ) as SendMessageBatchCommandOutput;
+        const failed = entries.filter(isB).map((entry) => ({
+          Id: entry.Id,
+          Code: 'InternalError',
+          SenderFault: false,
+        }));
+        return { ...answer, Failed: [...(answer.Failed ?? []), ...failed] };
+      }) as typeof sqs.send;
+
+      const result = await redrive(
+        { deadLetterQueueUrl, eventsQueueUrl },
+        'mautic_rejected_item',
+        sqs,
+      );
+      sqs.destroy();
+
+      expect(result).toMatchObject({ ...counts, complete: true });
+      // What is left is there: a1, which the filter leaves, and b1 while SQS refuses it.
+      expect(await queueCounts(local.sqs, deadLetterQueueUrl)).toEqual({
+        visible: 1 + counts.left,
+        inFlight: 0,
+      });
+    },
+  );
 
   it('lists what it can reach, says the list is partial, and leaves the queue in its order', async () => {
     const deadLetterQueueUrl = await createQueue('fifo');
