@@ -145,6 +145,20 @@ export function mappingFailureText(failure: MappingFailure): string {
   return failure.pointer === '' ? failure.error : `${failure.error} (at ${failure.pointer})`;
 }
 
+/** A jsonata error's own words end with its code, e.g. `(D3030 at position 8)`. */
+const JSONATA_ERROR = /\([A-Z]\d{4}( at position \d+)?\)$/;
+
+/**
+ * A mapping error without the payload's values, for a dead letter's detail and the commands'
+ * output (record contents only with `--show-data`): jsonata quotes the value it failed on, as
+ * JSON (`Unable to cast value to a number: "…"`), so every string in its message is blanked;
+ * its code and the position in the expression say where. The ingest's own checks quote none.
+ */
+export function withoutPayloadValues(error: string): string {
+  if (!JSONATA_ERROR.test(error)) return error;
+  return error.replace(/"(?:[^"\\]|\\.)*"/g, '"…"');
+}
+
 /** What `mapSourcePayload` needs beside the source and the payload. */
 export interface MappingContext {
   /** The ingest's checks of events (§1, §5: ENTITIES, CONTACT_MATCH_FIELDS, MAX_EVENTS…). */
@@ -326,7 +340,7 @@ async function keepDeadLetter(
   deps: Deps,
 ): Promise<IngestResponse> {
   const { id, failure } = letter;
-  const detail = mappingFailureText(failure);
+  const detail = withoutPayloadValues(mappingFailureText(failure));
   try {
     await deps.deadLetters.deadLetter({
       id,

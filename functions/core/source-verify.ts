@@ -133,17 +133,24 @@ const CREDENTIAL_HEADERS = [
 ];
 
 /**
+ * Other providers' signature and credential headers (`x-gitlab-token`, `x-api-key`,
+ * `x-twilio-signature`, `typeform-signature` on a source verified another way): hidden by name.
+ */
+const CREDENTIAL_NAME = /signature|token|secret|api-key|apikey|auth/;
+
+/**
  * The headers a mapping may read: every header but those carrying a signature or a credential
  * (whatever the scheme, and the `hmac` scheme's own), names lower-cased. They are what a
  * `mapping_failed` dead letter keeps, so a redrive maps with what the first try saw.
  */
 export function readableHeaders(verify: VerifySettings, headers: Headers): Record<string, string> {
   const hidden = new Set(CREDENTIAL_HEADERS);
-  if (verify.scheme === 'hmac') hidden.add(verify.header);
+  if (verify.scheme === 'hmac') hidden.add(verify.header.toLowerCase());
   const readable: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (value !== undefined && !hidden.has(lower)) readable[lower] = value;
+    const credential = hidden.has(lower) || CREDENTIAL_NAME.test(lower);
+    if (value !== undefined && !credential) readable[lower] = value;
   }
   return readable;
 }

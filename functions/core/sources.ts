@@ -181,7 +181,7 @@ function compileSource(
   const defaultKey = DEFAULT_KEYS[verify.scheme];
   const mappingHeaders = (headers: SourceHeaders) => readableHeaders(verify, headers);
   const evaluate = (expression: jsonata.Expression, body: unknown, headers: SourceHeaders) =>
-    expression.evaluate(body, { headers: mappingHeaders(headers) });
+    oneAtATime(() => expression.evaluate(body, { headers: mappingHeaders(headers) }));
 
   return {
     name,
@@ -276,12 +276,36 @@ function kindOf(value: unknown): string {
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
+/** The evaluation running now, or the last one: the next waits for it. */
+let evaluating: Promise<unknown> = Promise.resolve();
+
+/**
+ * One evaluation at a time in a process. jsonata's time limit is wall-clock time, and
+ * evaluations running together take turns (each step is a promise), so each would be charged
+ * for the others': 80 at once each took the time of all 80 and every one timed out. The local
+ * ingest serves requests concurrently (a Lambda instance one at a time); evaluation is CPU work,
+ * so running them one after another costs no throughput.
+ */
+function oneAtATime<T>(run: () => Promise<T>): Promise<T> {
+  const result = evaluating.then(run, run);
+  evaluating = result.catch(() => undefined);
+  return result;
+}
+
 function compileExpression(
   source: string,
   role: Role,
   text: string,
   limits: EvaluationLimits,
 ): jsonata.Expression {
+  // `$eval` runs a string as an expression: with a payload's text, the sender would write the
+  // mapping. Refused wherever it appears (an alias like `$e := $eval` names it too).
+  if (/\$eval\b/.test(text)) {
+    throw new SourceConfigError(
+      source,
+      `${role} uses $eval, which would run the payload as an expression`,
+    );
+  }
   try {
     return jsonata(text, {
       timeout: limits.timeoutMs,

@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { SourceConfigError } from '../../functions/core/errors.ts';
 import type { OutgoingMessage } from '../../functions/core/ports.ts';
-import { mappingFailureText, mapSourcePayload } from '../../functions/core/source-endpoint.ts';
+import {
+  mappingFailureText,
+  mapSourcePayload,
+  withoutPayloadValues,
+} from '../../functions/core/source-endpoint.ts';
 import { type CompiledSource, compileSources } from '../../functions/core/sources.ts';
 import { SetupError } from './errors.ts';
 import type { SourcesInUse } from './sources.ts';
@@ -73,7 +77,9 @@ export function sourceRemapper(load: () => SourcesInUse | Promise<SourcesInUse>)
     if (mapping.kind === 'mapped') return { kind: 'events', messages: mapping.messages };
     // A failed filter or key says `Source "<name>": …` itself.
     const error = mappingFailureText(mapping.failure).replace(`Source "${letter.source}": `, '');
-    return kept(`source "${letter.source}": the mapping still fails: ${unquoted(error)}`);
+    return kept(
+      `source "${letter.source}": the mapping still fails: ${withoutPayloadValues(error)}`,
+    );
   };
 }
 
@@ -127,17 +133,4 @@ function sourceLetterOf(text: string): SourceLetter | undefined {
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** A jsonata error's own words end with its code, e.g. `(D3030 at position 8)`. */
-const JSONATA_ERROR = /\([A-Z]\d{4}( at position \d+)?\)$/;
-
-/**
- * A mapping error without the payload's values: jsonata quotes the value it failed on, as JSON
- * (`Unable to cast value to a number: "…"`), so every string in its message is blanked; its code
- * and the position in the expression say where. The ingest's own checks quote no value.
- */
-function unquoted(error: string): string {
-  if (!JSONATA_ERROR.test(error)) return error;
-  return error.replace(/"(?:[^"\\]|\\.)*"/g, '"…"');
 }

@@ -383,4 +383,17 @@ describe('readableHeaders', () => {
       'webhook-id': 'msg_1',
     });
   });
+
+  it('drops other providers’ signature and token headers by name', () => {
+    const headers = {
+      'x-gitlab-token': 'glt',
+      'x-api-key': 'k',
+      'x-twilio-signature': 's',
+      'typeform-signature': 'sha256=00',
+      'x-client-secret': 'c',
+      'x-github-delivery': 'd-1',
+    };
+
+    expect(readableHeaders({ scheme: 'stripe' }, headers)).toEqual({ 'x-github-delivery': 'd-1' });
+  });
 });

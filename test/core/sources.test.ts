@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import jsonata from 'jsonata';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { SourceConfigError, SourceEvaluationError } from '../../functions/core/errors.ts';
+import { withoutPayloadValues } from '../../functions/core/source-endpoint.ts';
 import {
   type CompiledSource,
   compileSources,
@@ -393,6 +394,36 @@ describe('a compiled source’s map', () => {
       { id: 2, h: '2' },
       { id: 3, h: '3' },
     ]);
+  });
+
+  it('charges each of many concurrent evaluations only its own time against the bound', async () => {
+    // 80 at once, each about 15 ms of work: evaluated together, each took the time of all 80
+    // and every one passed a 300 ms bound.
+    const source = compileOne(
+      { map: "{ 'entity': 'contacts', 'n': $sum($map([1..6000], function($v) { $v })) }" },
+      { timeoutMs: 300 },
+    );
+
+    const results = await Promise.all(Array.from({ length: 80 }, () => source.map({}, {})));
+
+    expect(results.filter((result) => result.kind !== 'events')).toEqual([]);
+  });
+
+  it('refuses $eval, which would run the payload as an expression', () => {
+    expect(() => compileOne({ map: '$eval(expression)' })).toThrow(/map uses \$eval/);
+    expect(() => compileOne({ map: '( $e := $eval; $e(x) )' })).toThrow(/map uses \$eval/);
+  });
+
+  it('keeps a payload’s values out of a mapping error kept in a dead letter', () => {
+    expect(
+      withoutPayloadValues(
+        'map: Unable to cast value to a number: "ann@example.com" (D3030 at position 8)',
+      ),
+    ).toBe('map: Unable to cast value to a number: "…" (D3030 at position 8)');
+    // The ingest's own checks quote no value: left as they are.
+    expect(withoutPayloadValues('map: must be a valid email address (at /0/data/email)')).toBe(
+      'map: must be a valid email address (at /0/data/email)',
+    );
   });
 
   it('points at a field of a mapped event', () => {
