@@ -455,7 +455,9 @@ async function startRelay(secret: string, side: Side): Promise<BenchServer> {
       endpoint: local.endpoint,
       queueUrl,
       ...(sources ? { sources: { file: sources.path, deadLetterQueueUrl } } : {}),
-      ...(dedup.endpoint && dedup.tableName
+      // Only the dedup side de-duplicates: the store runs for every side now (the local stack
+      // always has it, for the action ledger), and the others measure the ingest without it.
+      ...(side === 'relay-dedup'
         ? { dedup: { endpoint: dedup.endpoint, tableName: dedup.tableName } }
         : {}),
     });
