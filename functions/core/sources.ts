@@ -19,6 +19,7 @@ import {
   standardWebhookHeaders,
   type VerifyScheme,
   type VerifySettings,
+  verifySchema,
   verifySource,
 } from './source-verify.ts';
 
@@ -343,38 +344,7 @@ function checkSecrets(name: string, verify: VerifySettings, secrets: ReadonlyArr
 
 // ——— The document's shape ———
 
-/** A header name as HTTP allows it (RFC 9110 token). */
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
 const expression = z.string().regex(/\S/, 'must be a JSONata expression, not blank');
-const secretFields = {
-  secret: z.string().optional(),
-  secrets: z.array(z.string()).min(1).max(10).optional(),
-};
-const plainScheme = <S extends Exclude<VerifyScheme, 'hmac'>>(scheme: S) =>
-  z.strictObject({ scheme: z.literal(scheme), ...secretFields });
-
-const verifySchema = z
-  .discriminatedUnion('scheme', [
-    plainScheme('standard-webhooks'),
-    plainScheme('stripe'),
-    plainScheme('shopify'),
-    plainScheme('github'),
-    plainScheme('api-key'),
-    z.strictObject({
-      scheme: z.literal('hmac'),
-      header: z.string().regex(HEADER_NAME, 'must be an HTTP header name'),
-      encoding: z.enum(['hex', 'base64']),
-      prefix: z
-        .string()
-        .regex(/^[\x21-\x7e]{1,64}$/, 'must be 1 to 64 printable characters')
-        .optional(),
-      ...secretFields,
-    }),
-  ])
-  .refine((verify) => verify.secret === undefined || verify.secrets === undefined, {
-    message: 'give "secret" or "secrets", not both',
-  });
-
 const sourceSchema = z.strictObject({
   verify: verifySchema,
   filter: expression.optional(),
