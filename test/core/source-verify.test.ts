@@ -1,5 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { sign as signGitHub } from '@octokit/webhooks-methods';
+import '@shopify/shopify-api/adapters/web-api';
+import { ApiVersion, LogSeverity, shopifyApi } from '@shopify/shopify-api';
+import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { Webhook as SvixWebhook } from 'svix';
@@ -317,6 +320,55 @@ describe('verifySource, scheme details', () => {
 
     expect(verifySource({ scheme: 'github' }, [], bytes(PAYLOAD), headers ?? {}, NOW_MS)).toBe(
       false,
+    );
+  });
+});
+
+// Shopify's own validator (`@shopify/shopify-api`, its web-api adapter, offline) as the judge:
+// the recipe the cases above sign with is read from Shopify's docs; this checks the reading.
+describe('verifySource, shopify, against Shopify’s own validator', () => {
+  it('agrees with shopify.webhooks.validate on signed and tampered bodies', async () => {
+    const secret = 'shpss_judge_secret';
+    const shopify = shopifyApi({
+      apiSecretKey: secret,
+      apiKey: 'key',
+      scopes: [],
+      hostName: 'localhost',
+      apiVersion: ApiVersion.October25,
+      isEmbeddedApp: false,
+      logger: { level: LogSeverity.Error, log: async () => {} },
+    });
+    await fc.assert(
+      // Not empty: Shopify's library refuses an empty body before its HMAC (ours checks the HMAC,
+      // and the endpoint then refuses the body as not JSON).
+      fc.asyncProperty(
+        fc.string({ minLength: 1, maxLength: 300 }),
+        fc.boolean(),
+        async (body, tamper) => {
+          const headers = {
+            'x-shopify-hmac-sha256': createHmac('sha256', secret).update(body).digest('base64'),
+            'x-shopify-topic': 'orders/create',
+            'x-shopify-api-version': '2025-10',
+            'x-shopify-shop-domain': 'shop.myshopify.com',
+            'x-shopify-webhook-id': 'w-1',
+          };
+          const sent = tamper ? `${body}.` : body;
+          const theirs = await shopify.webhooks.validate({
+            rawBody: sent,
+            rawRequest: new Request('https://localhost/sources/shop', { method: 'POST', headers }),
+          } as Parameters<typeof shopify.webhooks.validate>[0]);
+          const ours = verifySource(
+            { scheme: 'shopify' },
+            [secret],
+            new TextEncoder().encode(sent),
+            headers,
+            Date.now(),
+          );
+          expect(ours).toBe(theirs.valid);
+          expect(ours).toBe(!tamper);
+        },
+      ),
+      { numRuns: 60 },
     );
   });
 });
