@@ -121,7 +121,8 @@ and says how many; the others stay. Exits 1 when some matching ones could not be
 ${TARGET_HELP}
 ${FILTER_HELP}
   --limit N    list (discard) at most N (default 100; the counts cover all)
-  --show-data  include each event's record id and data (the list only)
+  --show-data  include each event's record id and data, or a mapping_failed letter's payload
+               (the list only)
   --dry-run    discard: only count what would be deleted`,
     options: {
       ...filterOptions,

@@ -220,7 +220,8 @@ function describe(message: Message): Scanned {
       firstReceivedAt: text(attribute('relay.firstReceivedAt')) ?? text(event.receivedAt),
       deadLetteredAt: deadLetteredMs > 0 ? new Date(deadLetteredMs).toISOString() : null,
       id: typeof event.id === 'number' ? event.id : null,
-      data: event.data,
+      // A source's payload that could not be mapped (contract §6): what `sources test` takes.
+      data: typeof event.source === 'string' ? event.body : event.data,
     },
   };
 }

@@ -132,8 +132,11 @@ async function cli(home: string, argv: string[]) {
   };
   const code = await runCli(argv, io);
   const output = `${out.join('\n')}\n${err}`;
-  for (const secret of [STRIPE_SECRET, NAME, NAME.split(' ')[1] as string, '@example.com'])
-    expect(output).not.toContain(secret);
+  // No secret ever; no record contents unless asked for with --show-data (contract §4).
+  const contents = argv.includes('--show-data')
+    ? []
+    : [NAME, NAME.split(' ')[1] as string, '@example.com'];
+  for (const secret of [STRIPE_SECRET, ...contents]) expect(output).not.toContain(secret);
   return { code, out: out.join('\n'), err };
 }
 
@@ -216,6 +219,20 @@ describe('redrive of mapping_failed dead letters', () => {
     expect(await queueCounts(local.sqs, pair.deadLetterQueueUrl)).toEqual({
       visible: 0,
       inFlight: 0,
+    });
+  });
+
+  it('shows a mapping_failed letter’s payload with --show-data, and only then', async () => {
+    const { home, post } = await stack('shown');
+    await post('evt_41');
+
+    const hidden = await cli(home, ['dead-letters', '--local', '--json']);
+    const shown = await cli(home, ['dead-letters', '--local', '--json', '--show-data']);
+
+    expect(hidden.out).not.toContain('evt_41@example.com');
+    expect(JSON.parse(shown.out).items[0].data).toMatchObject({
+      id: 'evt_41',
+      data: { object: { email: 'evt_41@example.com' } },
     });
   });
 
