@@ -303,7 +303,9 @@ describe('planned delivery versus one event at a time', () => {
           expect(held(planned.state)).toEqual(held(alone.state));
         },
       ),
-      { numRuns: 2_000 },
+      // 4,000: with the match references and actions in the mix, 2,000 runs drew as few as 3
+      // refused merges (6 to 14 most often), too close to the non-vacuity bound below.
+      { numRuns: 4_000 },
     );
     expect(merged).toBeGreaterThan(150);
     expect(phased).toBeGreaterThan(500);
