@@ -136,24 +136,36 @@ async function enqueue(
   try {
     await deps.queue.enqueue(messages);
   } catch (error) {
-    if (!(error instanceof QueueUnavailableError)) throw error;
-    deps.logger?.error('The events could not be queued', {
-      event: 'queue_unavailable',
-      requestId: request.requestId,
-      events: messages.length,
-      error: error.reason.error,
-      code: error.reason.code,
+    return queueUnavailable(error, request, deps, {
+      log: 'The events could not be queued',
+      answer: 'The events could not be queued; retry the whole request.',
+      details: { events: messages.length },
     });
-    return refusalResponse(
-      new IngestRefusal(
-        503,
-        'queue_unavailable',
-        'The events could not be queued; retry the whole request.',
-      ),
-    );
   }
   return {
     status: 202,
     body: { accepted: messages.length, eventIds: messages.map((message) => message.eventId) },
   };
+}
+
+/**
+ * A queue that did not take what a request needs queued: one error log line (`queue_unavailable`,
+ * with the SQS code, never a body) and a 503 for the sender to send the whole request again. Any
+ * other error is not the queue's and is thrown on.
+ */
+export function queueUnavailable(
+  error: unknown,
+  request: IngestRequest,
+  deps: Pick<IngestDeps, 'logger'>,
+  what: { log: string; answer: string; details: Record<string, unknown> },
+): IngestResponse {
+  if (!(error instanceof QueueUnavailableError)) throw error;
+  deps.logger?.error(what.log, {
+    event: 'queue_unavailable',
+    requestId: request.requestId,
+    ...what.details,
+    error: error.reason.error,
+    code: error.reason.code,
+  });
+  return refusalResponse(new IngestRefusal(503, 'queue_unavailable', what.answer));
 }

@@ -20,9 +20,9 @@
  * test` and the redrive of such a letter run (infra/cli/source-letters.ts).
  */
 import { createHash } from 'node:crypto';
-import { IngestRefusal, QueueUnavailableError, SourceEvaluationError } from './errors.ts';
+import { IngestRefusal, SourceEvaluationError } from './errors.ts';
 import type { RelayEvent } from './events.ts';
-import { acceptWith, type IngestDeps } from './ingest.ts';
+import { acceptWith, type IngestDeps, queueUnavailable } from './ingest.ts';
 import {
   envelope,
   type IngestEndpoint,
@@ -32,7 +32,6 @@ import {
   type Intake,
   MAX_MESSAGE_BYTES,
   parseBody,
-  refusalResponse,
   type Sender,
   toMessages,
   toSqsText,
@@ -351,21 +350,11 @@ async function keepDeadLetter(
       receivedAt: letter.receivedAt,
     });
   } catch (error) {
-    if (!(error instanceof QueueUnavailableError)) throw error;
-    deps.logger?.error('A payload that could not be mapped could not be kept either', {
-      event: 'queue_unavailable',
-      requestId: request.requestId,
-      source: source.name,
-      error: error.reason.error,
-      code: error.reason.code,
+    return queueUnavailable(error, request, deps, {
+      log: 'A payload that could not be mapped could not be kept either',
+      answer: 'The payload could not be kept; retry the whole request.',
+      details: { source: source.name },
     });
-    return refusalResponse(
-      new IngestRefusal(
-        503,
-        'queue_unavailable',
-        'The payload could not be kept; retry the whole request.',
-      ),
-    );
   }
   deps.logger?.warn('A payload could not be mapped; it is kept as a dead letter', {
     event: 'dead_lettered',
