@@ -1,4 +1,5 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { StoredSourceSecret } from '../core/ports.ts';
 
 /**
  * Each source's secret as stored in Secrets Manager, one secret per source named
@@ -15,16 +16,20 @@ export class SecretsManagerSourceSecrets {
     this.#prefix = prefix;
   }
 
-  /** The stored text of each source's secret; rejects when one cannot be read. */
-  async read(names: ReadonlyArray<string>): Promise<ReadonlyMap<string, string | undefined>> {
-    const values = await Promise.all(
-      names.map(async (name) => {
-        const answer = await this.#client.send(
-          new GetSecretValueCommand({ SecretId: `${this.#prefix}${name}` }),
-        );
-        return [name, answer.SecretString] as const;
-      }),
+  /** Each source's stored text, or why it could not be read: one failing leaves the others. */
+  async read(names: ReadonlyArray<string>): Promise<ReadonlyMap<string, StoredSourceSecret>> {
+    const answers = await Promise.allSettled(
+      names.map((name) =>
+        this.#client.send(new GetSecretValueCommand({ SecretId: `${this.#prefix}${name}` })),
+      ),
     );
-    return new Map(values);
+    return new Map(
+      answers.map((answer, index) => [
+        names[index] as string,
+        answer.status === 'fulfilled'
+          ? { text: answer.value.SecretString }
+          : { unreadable: answer.reason },
+      ]),
+    );
   }
 }

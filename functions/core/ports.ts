@@ -365,3 +365,11 @@ export interface RequestLedger {
     options: { remainingTimeMs: number | undefined; requestId: string | undefined },
   ): Promise<LedgerOutcome<T>>;
 }
+
+/** One source's stored secret as read: its text (undefined when it has none), or why it could not be. */
+export type StoredSourceSecret = { text: string | undefined } | { unreadable: unknown };
+
+/** Where each source's stored secret is read, each on its own: one failing leaves the others. */
+export interface SourceSecretStore {
+  read(names: ReadonlyArray<string>): Promise<ReadonlyMap<string, StoredSourceSecret>>;
+}

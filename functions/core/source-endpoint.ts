@@ -82,6 +82,13 @@ function sourceEndpoint(name: string, deps: SourceIngestDeps): IngestEndpoint {
     throw new Error('A source is configured without a dead-letter queue');
   return {
     authenticate: async (request) => {
+      if (source.secretUnreadable === true) {
+        throw new IngestRefusal(
+          503,
+          'source_unavailable',
+          'The source cannot be checked now; send the request again later.',
+        );
+      }
       // One answer whatever failed: which header, secret or timestamp is never said.
       if (!source.authenticate(request.body, request.headers, deps.clock.now())) {
         throw new IngestRefusal(401, 'unauthorized', 'Authentication failed.');

@@ -6,7 +6,7 @@
  * after a cache period, so that setting or rotating one needs no deploy (`StoredSecretSources`).
  */
 import { describeError, SourceConfigError } from './errors.ts';
-import type { Clock, Logger } from './ports.ts';
+import type { Clock, Logger, SourceSecretStore, StoredSourceSecret } from './ports.ts';
 import {
   type CompiledSource,
   type CompileOptions,
@@ -103,11 +103,6 @@ export function formatSourceSecret(secrets: ReadonlyArray<string>): string {
   return JSON.stringify({ secrets });
 }
 
-/** Where each source's stored secret is read: the text as stored, undefined when it has none. */
-export interface SourceSecretStore {
-  read(names: ReadonlyArray<string>): Promise<ReadonlyMap<string, string | undefined>>;
-}
-
 interface StoredSecretOptions {
   store: SourceSecretStore;
   /** How long secrets read are used before they are read again. */
@@ -117,12 +112,18 @@ interface StoredSecretOptions {
   limits?: CompileOptions['limits'];
 }
 
+/** How soon a secret that could not be read is tried again (or the cache period, if shorter). */
+const UNREADABLE_RETRY_MS = 15_000;
+
 /**
  * The cloud's sources: the document's definitions (which hold no secret), each compiled with the
  * secrets its stored secret holds. `refresh()` reads them once the cache period has passed; call
  * it before a request. A source whose secret is not set yet authenticates nothing (its requests
  * get 401) and is named in a warning; a stored value that cannot work is named in an error and
- * the source keeps the secrets it had. Neither ever quotes a secret.
+ * the source keeps the secrets it had. A secret that cannot be read (the store refused or
+ * failed) is named in an error: the source keeps the secrets it had, or, having none, answers
+ * 503 until a read succeeds, tried again within 15 s; the other sources and `/events` go on.
+ * Nothing here ever quotes a secret.
  */
 export class StoredSecretSources implements SourceRegistry {
   readonly #definitions: ReadonlyArray<SourceDefinition>;
@@ -130,7 +131,7 @@ export class StoredSecretSources implements SourceRegistry {
   readonly #sources = new Map<string, CompiledSource>();
   /** Each source's stored text as last compiled, to recompile only what changed. */
   readonly #stored = new Map<string, string | undefined>();
-  #readAt: number | undefined;
+  #nextReadAt = Number.NEGATIVE_INFINITY;
 
   /**
    * Throws a `SourceConfigError` naming the source and the problem when an expression does not
@@ -147,32 +148,55 @@ export class StoredSecretSources implements SourceRegistry {
   }
 
   /**
-   * Reads the stored secrets when the cache period has passed (always, the first time). The first
-   * read's failure throws: the function cannot start without knowing its sources. A later one
-   * keeps the secrets in hand for another period and is logged.
+   * Reads the stored secrets when the cache period has passed (always, the first time), or
+   * sooner while one could not be read. Never throws for a secret that cannot be read: the
+   * function starts, and that source alone answers 503.
    */
   async refresh(): Promise<void> {
-    const { clock, cacheMs, store, logger } = this.#options;
+    const { clock, cacheMs, store } = this.#options;
     const now = clock.now();
-    const first = this.#readAt === undefined;
-    if (!first && now - (this.#readAt as number) < cacheMs) return;
-    this.#readAt = now;
-    let stored: ReadonlyMap<string, string | undefined>;
+    if (now < this.#nextReadAt) return;
+    this.#nextReadAt = now + cacheMs;
+    let stored: ReadonlyMap<string, StoredSourceSecret>;
     try {
       stored = await store.read(this.#definitions.map((definition) => definition.name));
     } catch (error) {
-      if (first) throw error;
-      logger.error('Could not read the sources’ secrets; still using the last ones read', {
-        error: describeError(error),
-      });
-      return;
+      // A store that breaks its promise of one answer per source: every source unread.
+      stored = new Map(this.#definitions.map(({ name }) => [name, { unreadable: error }]));
     }
     for (const definition of this.#definitions) {
-      const text = stored.get(definition.name);
-      if (!this.#stored.has(definition.name) || this.#stored.get(definition.name) !== text) {
-        this.#take(definition, text);
+      const secret = stored.get(definition.name) ?? { unreadable: new Error('no answer') };
+      if ('unreadable' in secret) {
+        this.#unreadable(definition, secret.unreadable);
+        this.#nextReadAt = Math.min(this.#nextReadAt, now + UNREADABLE_RETRY_MS);
+      } else if (
+        !this.#stored.has(definition.name) ||
+        this.#stored.get(definition.name) !== secret.text
+      ) {
+        this.#take(definition, secret.text);
       }
     }
+  }
+
+  /** A secret that could not be read: keep what the source had, or answer 503 for now. */
+  #unreadable(definition: SourceDefinition, error: unknown): void {
+    const name = definition.name;
+    const had = this.#stored.has(name);
+    if (!had) this.#sources.set(name, { ...this.#bare(definition), secretUnreadable: true });
+    this.#options.logger.error(
+      `Source "${name}": its secret could not be read; ${had ? 'the source keeps the secrets it had' : 'its requests get 503 (send again) until it can be'}`,
+      { source: name, error: describeError(error) },
+    );
+  }
+
+  /** The source compiled without secrets: it answers 401 rather than 404. */
+  #bare(definition: SourceDefinition): CompiledSource {
+    const bare = compileSources([definition], {
+      secretsFor: () => [],
+      requireSecrets: false,
+      limits: this.#options.limits,
+    });
+    return bare.get(definition.name) as CompiledSource;
   }
 
   /**
@@ -182,6 +206,7 @@ export class StoredSecretSources implements SourceRegistry {
   #take(definition: SourceDefinition, text: string | undefined): void {
     const { logger, limits } = this.#options;
     const name = definition.name;
+    const had = this.#stored.has(name);
     this.#stored.set(name, text);
     try {
       const secrets = parseSourceSecret(name, text);
@@ -199,16 +224,7 @@ export class StoredSecretSources implements SourceRegistry {
       }
     } catch (error) {
       if (!(error instanceof SourceConfigError)) throw error;
-      const had = this.#sources.has(name);
-      if (!had) {
-        // Compiled without secrets, so that it answers 401 rather than 404.
-        const bare = compileSources([definition], {
-          secretsFor: () => [],
-          requireSecrets: false,
-          limits,
-        });
-        this.#sources.set(name, bare.get(name) as CompiledSource);
-      }
+      if (!had) this.#sources.set(name, this.#bare(definition));
       const outcome = had
         ? 'the source keeps the secrets it had'
         : 'its requests are refused (401) until a good one is set';

@@ -68,6 +68,11 @@ export interface SourceRegistry {
 export interface CompiledSource {
   readonly name: string;
   readonly verify: VerifySettings;
+  /**
+   * True when the source cannot check a request now because its secret could not be read (the
+   * cloud's store failed): its requests get 503, to be sent again, not 401.
+   */
+  readonly secretUnreadable?: boolean;
   /** True when one of the source's secrets signed the raw body (never, when it has none). */
   authenticate(raw: Uint8Array, headers: SourceHeaders, nowMs: number): boolean;
   /**

@@ -24,21 +24,29 @@ describe('SecretsManagerSourceSecrets', () => {
     const read = await store.read(['shop', 'forms']);
 
     expect([...read]).toEqual([
-      ['shop', '{"secrets":["a"]}'],
-      ['forms', '{}'],
+      ['shop', { text: '{"secrets":["a"]}' }],
+      ['forms', { text: '{}' }],
     ]);
     expect(secretsManager.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
 
-  it('fails when one cannot be read', async () => {
+  it('says which cannot be read, and still reads the others', async () => {
+    const denied = Object.assign(new Error('not allowed'), { name: 'AccessDeniedException' });
     secretsManager
-      .on(GetSecretValueCommand)
-      .rejects(Object.assign(new Error('not allowed'), { name: 'AccessDeniedException' }));
+      .on(GetSecretValueCommand, { SecretId: 'MauticRelay/dev/sources/shop' })
+      .rejects(denied)
+      .on(GetSecretValueCommand, { SecretId: 'MauticRelay/dev/sources/forms' })
+      .resolves({ SecretString: '{"secrets":["b"]}' });
     const store = new SecretsManagerSourceSecrets(
       new SecretsManagerClient({ region: 'eu-west-1' }),
       'MauticRelay/dev/sources/',
     );
 
-    await expect(store.read(['shop'])).rejects.toThrow('not allowed');
+    const read = await store.read(['shop', 'forms']);
+
+    expect([...read]).toEqual([
+      ['shop', { unreadable: denied }],
+      ['forms', { text: '{"secrets":["b"]}' }],
+    ]);
   });
 });

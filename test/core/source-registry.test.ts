@@ -1,12 +1,12 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SourceConfigError } from '../../functions/core/errors.ts';
+import type { SourceSecretStore } from '../../functions/core/ports.ts';
 import {
   compileSourcesText,
   formatSourceSecret,
   parseSourceSecret,
   ReloadableSourceRegistry,
-  type SourceSecretStore,
   StoredSecretSources,
 } from '../../functions/core/source-registry.ts';
 import { parseSourcesDocument } from '../../functions/core/sources.ts';
@@ -119,13 +119,24 @@ describe('StoredSecretSources', () => {
     sources: { shop: hmacSource(), forms: hmacSource() },
   });
 
-  function stored(values: Map<string, string | undefined>, options: { fail?: boolean } = {}) {
+  /** `fail`: the names whose secret cannot be read now (`true`: every one). */
+  function stored(
+    values: Map<string, string | undefined>,
+    options: { fail?: boolean | string[] } = {},
+  ) {
     const state = { now: 0, reads: 0, fail: options.fail ?? false };
+    const down = new Error('Secrets Manager is down');
     const store: SourceSecretStore = {
       read: async (names) => {
         state.reads += 1;
-        if (state.fail) throw new Error('Secrets Manager is down');
-        return new Map(names.map((name) => [name, values.get(name)]));
+        const failing = (name: string) =>
+          state.fail === true || (Array.isArray(state.fail) && state.fail.includes(name));
+        return new Map(
+          names.map((name) => [
+            name,
+            failing(name) ? { unreadable: down } : { text: values.get(name) },
+          ]),
+        );
       },
     };
     const { lines, logger } = recordingLogger();
@@ -177,10 +188,34 @@ describe('StoredSecretSources', () => {
     expect(lines).toEqual([]);
   });
 
-  it('fails the first read, which the function cannot start without', async () => {
-    const { sources } = stored(new Map(), { fail: true });
+  it('answers 503 for a source whose secret cannot be read at first, the others go on, and reads it again within 15 s', async () => {
+    const values = new Map([
+      ['shop', formatSourceSecret([SECRET])],
+      ['forms', formatSourceSecret([ROTATED])],
+    ]);
+    const { sources, state, lines } = stored(values, { fail: ['forms'] });
 
-    await expect(sources.refresh()).rejects.toThrow('Secrets Manager is down');
+    await sources.refresh();
+    const during = sources.get('forms');
+    state.fail = false;
+    state.now = 14_999;
+    await sources.refresh();
+    const readsBefore = state.reads;
+    state.now = 15_000;
+    await sources.refresh();
+
+    expect(sources.get('shop')?.authenticate(BODY, signedWith(SECRET), 0)).toBe(true);
+    expect(during?.secretUnreadable).toBe(true);
+    expect(during?.authenticate(BODY, signedWith(ROTATED), 0)).toBe(false);
+    expect([readsBefore, state.reads]).toEqual([1, 2]);
+    expect(sources.get('forms')?.secretUnreadable).toBeUndefined();
+    expect(sources.get('forms')?.authenticate(BODY, signedWith(ROTATED), 0)).toBe(true);
+    expect(lines).toEqual([
+      expect.stringMatching(
+        /^error Source "forms": its secret could not be read; its requests get 503 \(send again\) until it can be .*Secrets Manager is down/,
+      ),
+    ]);
+    expectNoSecrets(lines, [SECRET, ROTATED]);
   });
 
   it('keeps the secrets in hand when a later read fails, and says so', async () => {
@@ -197,7 +232,37 @@ describe('StoredSecretSources', () => {
     await sources.refresh();
 
     expect(sources.get('shop')?.authenticate(BODY, signedWith(SECRET), 0)).toBe(true);
-    expect(lines.at(-1)).toMatch(/^error Could not read the sources’ secrets; still using/);
+    expect(sources.get('shop')?.secretUnreadable).toBeUndefined();
+    expect(lines.slice(-2)).toEqual([
+      expect.stringMatching(
+        /^error Source "shop": its secret could not be read; the source keeps the secrets it had/,
+      ),
+      expect.stringMatching(
+        /^error Source "forms": its secret could not be read; the source keeps/,
+      ),
+    ]);
+  });
+
+  it('takes a store that fails outright as every secret unread', async () => {
+    const store: SourceSecretStore = {
+      read: async () => {
+        throw new Error('broken store');
+      },
+    };
+    const { logger, lines } = recordingLogger();
+    const sources = new StoredSecretSources(definitions, {
+      store,
+      cacheMs: 300_000,
+      clock: { now: () => 0 },
+      logger,
+    });
+
+    await sources.refresh();
+
+    expect([sources.get('shop')?.secretUnreadable, sources.get('forms')?.secretUnreadable]).toEqual(
+      [true, true],
+    );
+    expect(lines).toHaveLength(2);
   });
 
   it('keeps a source’s secrets when a stored value cannot work, naming the source, never the value', async () => {

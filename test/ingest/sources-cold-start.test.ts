@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
-import { API_KEY, NOW } from '../support/ingest.ts';
+import { API_KEY, contact, httpApiEvent, NOW } from '../support/ingest.ts';
 import {
   GITHUB_SECRET,
   githubHeaders,
@@ -167,11 +167,42 @@ describe('the cloud’s sources, at cold start', () => {
     expect(secretsManager.calls()).toHaveLength(0);
   });
 
-  it('stops when a source’s secret cannot be read', async () => {
+  it('starts when a source’s secret cannot be read: that source answers 503, the others and /events go on', async () => {
+    queueTakesAll();
+    stored({ 'stripe-customers': [STRIPE_SECRET] });
     secretsManager
-      .on(GetSecretValueCommand)
+      .on(GetSecretValueCommand, { SecretId: `${PREFIX}stars` })
       .rejects(Object.assign(new Error('not allowed'), { name: 'AccessDeniedException' }));
+    const lines = capturedLines();
 
-    await expect(coldStart(document)).rejects.toThrow('not allowed');
+    const handler = await coldStart(document);
+    const github = (await handler(
+      sourceEvent('stars', star, await githubHeaders(star, 'delivery-1')),
+      lambdaContext('ingest', 10_000),
+    )) as APIGatewayProxyStructuredResultV2;
+    const stripe = await status(
+      handler,
+      sourceEvent('stripe-customers', created, stripeHeaders(created)),
+    );
+    const events = await status(
+      handler,
+      httpApiEvent({
+        body: JSON.stringify([{ ...contact(1), eventId: 'evt-plain-1' }]),
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      }),
+    );
+
+    expect([github.statusCode, stripe, events]).toEqual([503, 202, 202]);
+    expect(JSON.parse(github.body as string)).toMatchObject({
+      error: { code: 'source_unavailable' },
+    });
+    expect(lines.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({
+        level: 'ERROR',
+        message: expect.stringMatching(/^Source "stars": its secret could not be read; .*503/),
+        source: 'stars',
+      }),
+    );
+    expect(lines.join('\n')).not.toContain(STRIPE_SECRET);
   });
 });
