@@ -77,5 +77,7 @@ export class RelayStack extends Stack {
     // refresh --env invokes the refresher by this name.
     new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
     new CfnOutput(this, 'DashboardName', { value: dashboardName });
+    // sources and redrive --env read the sources document the ingest runs with from it.
+    new CfnOutput(this, 'IngestFunctionName', { value: this.ingest.function.functionName });
   }
 }

@@ -169,8 +169,8 @@ interrupted redrive loses nothing, and running it again finishes the job. Ctrl-C
 batch in hand. A redrive killed between a send and its delete leaves that event in both queues,
 and the re-run sends it again (delivery is at least once). Each goes back into its record's
 message group, in the order the record's dead letters were written. A mapping_failed letter (a
-source's payload, contract §6) is mapped again by its source as configured now (the running
-stack's SOURCES_FILE, or the environment's "sources" in the cdk.json of this directory): its
+source's payload, contract §6) is mapped again by its source as it runs now (the running
+stack's SOURCES_FILE, or the document the environment's ingest function is deployed with): its
 events are queued as the ingest queues them, or nothing when the filter is false now; one whose
 mapping still fails stays, named on stderr with the error (never its payload). Exits 1 when some
 matching dead letters could not be moved.
@@ -226,7 +226,7 @@ ${FILTER_HELP}
             shouldStop: io.interrupted,
             progress: bar.update,
             remap: sourceRemapper(() =>
-              target.local ? localSources(io.env) : environmentSources(target.name, process.cwd()),
+              target.local ? localSources(io.env) : deployedSources(target.name, io),
             ),
             kept: keptReport.add,
           },
@@ -290,8 +290,9 @@ ${TARGET_HELP}`,
     usage:
       'sources (list | test NAME --payload FILE [--header "Name: value"]… | set-secret NAME [--add]) (--env NAME | --local) [--json]',
     summary: 'list the sources, test one on a payload, set one’s secret',
-    details: `The sources (native webhooks, contract §6) of a deployed environment, as its "sources" in
-the cdk.json of this directory say (checked as "cdk synth" checks them), or of the running
+    details: `The sources (native webhooks, contract §6) of a deployed environment, as its ingest function
+runs them (its document, ENTITIES and CONTACT_MATCH_FIELDS, read from the function's
+configuration; stderr says when the cdk.json of this directory differs), or of the running
 "npm start", as its SOURCES_FILE says now. Never prints a secret.
   list         each source's name, scheme, and whether it has a filter and an idempotencyKey
   test NAME    runs the source's filter, idempotencyKey and map on a payload, without signature
@@ -566,7 +567,7 @@ async function runSources(values: Values, positionals: string[], io: CliIo): Pro
     );
   const sources = values.local
     ? localSources(io.env)
-    : await environmentSources(checkEnvironment(values.env), process.cwd());
+    : await deployedSources(checkEnvironment(values.env), io);
   if (action === 'list') {
     const list = listSources(sources);
     if (values.json) io.stdout(JSON.stringify(list));
@@ -677,6 +678,21 @@ async function withTarget(
 }
 
 /** Runs AWS calls; an error the operator can fix becomes a SetupError naming the setting. */
+/** A deployed environment's sources, as its ingest runs them; the notice, if any, on stderr. */
+async function deployedSources(environment: string, io: CliIo): Promise<SourcesInUse> {
+  const clients = { cloudFormation: new CloudFormationClient({}), lambda: new LambdaClient({}) };
+  try {
+    const sources = await awsCall(environment, () =>
+      environmentSources(environment, clients, process.cwd()),
+    );
+    if (sources.notice !== undefined) io.stderr(`${sources.notice}\n`);
+    return sources;
+  } finally {
+    clients.cloudFormation.destroy();
+    clients.lambda.destroy();
+  }
+}
+
 async function awsCall<T>(environment: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();

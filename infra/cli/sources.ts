@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { CloudFormationClient } from '@aws-sdk/client-cloudformation';
+import { GetFunctionConfigurationCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import {
   GetSecretValueCommand,
   PutSecretValueCommand,
@@ -21,15 +23,21 @@ import {
   parseSourcesDocument,
   type SourceDefinition,
 } from '../../functions/core/sources.ts';
-import { DEFAULT_ENTITIES, DEFAULTS, sourceSecretName } from '../../functions/shared/config.ts';
+import {
+  DEFAULT_ENTITIES,
+  DEFAULTS,
+  loadIngestConfig,
+  sourceSecretName,
+} from '../../functions/shared/config.ts';
 import { SetupError } from './errors.ts';
 import { localEndpointsPath, readLocalEndpoints } from './local-endpoints.ts';
 import { UsageError } from './operator-commands.ts';
+import { OUTPUTS, stackOutputs } from './target.ts';
 
 /*
  * `sources list | test | set-secret` (contract §4, §6). The sources are a deployed environment's
- * (its `sources` in cdk.json, checked as `cdk synth` checks them) or the running local stack's
- * (its SOURCES_FILE, read now). No output holds a secret.
+ * (the document its ingest function runs with) or the running local stack's (its SOURCES_FILE,
+ * read now). No output holds a secret.
  */
 
 /** The sources a command works on, and the ingest's limits their events are checked against. */
@@ -38,6 +46,8 @@ export interface SourcesInUse {
   label: string;
   definitions: SourceDefinition[];
   limits: IngestLimits;
+  /** What the operator should know first (printed on stderr): the document is not cdk.json's. */
+  notice?: string;
 }
 
 /** The running local stack's SOURCES_FILE, as the file is now. */
@@ -77,36 +87,78 @@ export function localSources(env: Readonly<Record<string, string | undefined>>):
   };
 }
 
+/** The AWS clients a deployed environment's sources are read with. */
+export interface DeployedClients {
+  cloudFormation: CloudFormationClient;
+  lambda: LambdaClient;
+}
+
 /**
- * A deployed environment's sources: its `sources` in the cdk.json of the directory the command
- * runs in (the project's), checked as `cdk synth` checks them.
+ * A deployed environment's sources: the document its ingest function runs with (its
+ * SOURCES_DOCUMENT, ENTITIES, CONTACT_MATCH_FIELDS and limits, read from the function's
+ * configuration, which holds no secret), so a test or a redrive maps as the ingest does. When the
+ * cdk.json of `dir` (the project's) says otherwise for the environment, `notice` says so: an
+ * edit not deployed yet is tested with `--local`, or after `cdk deploy`.
  */
-export async function environmentSources(environment: string, dir: string): Promise<SourcesInUse> {
+export async function environmentSources(
+  environment: string,
+  clients: DeployedClients,
+  dir: string,
+): Promise<SourcesInUse> {
+  const functionName = (await stackOutputs(environment, clients.cloudFormation)).require(
+    OUTPUTS.ingestFunctionName,
+  );
+  const { Environment } = await clients.lambda.send(
+    new GetFunctionConfigurationCommand({ FunctionName: functionName }),
+  );
+  const variables = Environment?.Variables ?? {};
+  let config: ReturnType<typeof loadIngestConfig>;
+  try {
+    config = loadIngestConfig(variables);
+  } catch (error) {
+    throw new SetupError(
+      `The ingest function ${functionName} of ${environment} has a configuration this version cannot read (${error instanceof Error ? error.message : String(error)}): deploy this version (npx cdk deploy -c env=${environment}).`,
+    );
+  }
+  const document = config.sources?.document;
+  const configured = await configuredDocument(environment, dir);
+  return {
+    label: `${environment} (deployed)`,
+    definitions: document === undefined ? [] : parseSourcesDocument(JSON.parse(document)),
+    limits: {
+      maxBodyBytes: config.maxBodyBytes,
+      maxEvents: config.maxEvents,
+      entities: new Set(config.entities),
+      contactMatchFields: new Set(config.contactMatchFields),
+    },
+    ...(configured === undefined || configured === (document ?? EMPTY_DOCUMENT)
+      ? {}
+      : {
+          notice: `The sources of ${environment} in ${join(dir, 'cdk.json')} differ from the deployed ones, which this uses: "npx cdk deploy -c env=${environment}" deploys them; "--local" tests a draft in SOURCES_FILE.`,
+        }),
+  };
+}
+
+/** The document `cdk synth` would give the environment now, or undefined when it cannot tell. */
+async function configuredDocument(environment: string, dir: string): Promise<string | undefined> {
   let environments: unknown;
   try {
     environments = JSON.parse(readFileSync(join(dir, 'cdk.json'), 'utf8')).context?.environments;
   } catch {
-    throw new SetupError(
-      `No readable cdk.json in ${dir}: run the command in the project directory, which holds each environment's sources.`,
-    );
+    return undefined;
   }
   // Loaded here only: the stack's settings bring the CDK library, which no other command needs.
   const { environmentSettings } = await import('../aws/environments.ts');
-  let settings: Awaited<ReturnType<typeof environmentSettings>>;
   try {
-    settings = environmentSettings(environment, environments);
-  } catch (error) {
-    throw new SetupError(error instanceof Error ? error.message : String(error));
+    const settings = environmentSettings(environment, environments);
+    return settings.sources.length === 0 ? EMPTY_DOCUMENT : settings.sourcesDocument;
+  } catch {
+    return undefined;
   }
-  return {
-    label: `${environment} (cdk.json)`,
-    definitions: settings.sources,
-    limits: ingestLimits(
-      settings.entities === 'standard' ? undefined : settings.entities,
-      settings.contactMatchFields,
-    ),
-  };
 }
+
+/** What a stack with no source holds: no SOURCES_DOCUMENT at all. */
+const EMPTY_DOCUMENT = '';
 
 function ingestLimits(
   entities: ReadonlyArray<string> | undefined,

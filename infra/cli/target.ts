@@ -34,7 +34,40 @@ export const OUTPUTS = {
   tokenSecretName: 'TokenSecretName',
   webhookSecretName: 'WebhookSecretName',
   dashboardName: 'DashboardName',
+  ingestFunctionName: 'IngestFunctionName',
 } as const;
+
+/** A deployed stack's outputs: `require` names what to do when one is missing. */
+export interface StackOutputs {
+  get(key: string): string | undefined;
+  require(key: string): string;
+}
+
+/**
+ * Reads the outputs of environment NAME's stack. The SDK's errors (no stack, no credentials) go
+ * on as they are, for the command to explain.
+ */
+export async function stackOutputs(
+  environment: string,
+  cloudFormation: CloudFormationClient,
+): Promise<StackOutputs> {
+  const { Stacks } = await cloudFormation.send(
+    new DescribeStacksCommand({ StackName: stackName(environment) }),
+  );
+  const outputs = new Map(
+    (Stacks?.[0]?.Outputs ?? []).map((output) => [output.OutputKey, output.OutputValue]),
+  );
+  return {
+    get: (key) => outputs.get(key) || undefined,
+    require: (key) => {
+      const value = outputs.get(key);
+      if (value) return value;
+      throw new SetupError(
+        `The stack ${stackName(environment)} has no output ${key}: deploy this version of the relay (npx cdk deploy -c env=${environment}).`,
+      );
+    },
+  };
+}
 
 /**
  * A deployed environment, found from its stack's outputs through the usual AWS environment
@@ -42,21 +75,8 @@ export const OUTPUTS = {
  */
 export async function environmentTarget(environment: string): Promise<Target> {
   const cloudFormation = new CloudFormationClient({});
-  const { Stacks } = await cloudFormation.send(
-    new DescribeStacksCommand({ StackName: stackName(environment) }),
-  );
-  const outputs = new Map(
-    (Stacks?.[0]?.Outputs ?? []).map((output) => [output.OutputKey, output.OutputValue]),
-  );
-  const output = (key: string): string => {
-    const value = outputs.get(key);
-    if (!value) {
-      throw new SetupError(
-        `The stack ${stackName(environment)} has no output ${key}: deploy this version of the relay (npx cdk deploy -c env=${environment}).`,
-      );
-    }
-    return value;
-  };
+  const outputs = await stackOutputs(environment, cloudFormation);
+  const output = outputs.require;
   const region = await cloudFormation.config.region();
   cloudFormation.destroy();
   const dashboard = outputs.get(OUTPUTS.dashboardName);

@@ -5,16 +5,19 @@
  * events exactly as the endpoint would have queued them; a letter whose mapping still fails, or
  * whose source is gone, stays and is named; a payload the filter now refuses is deleted.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { GetFunctionConfigurationCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import {
   DeleteMessageBatchCommand,
   type Message,
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../../functions/adapters/sqs-source-dead-letters.ts';
@@ -424,16 +427,43 @@ describe('dead-letters discard', () => {
 });
 
 describe('the redrive’s mapper for a deployed environment', () => {
-  it('maps with the environment’s document from cdk.json, which holds no secret', async () => {
-    const project = join(dir, 'project');
-    mkdirSync(project);
-    const cdk = JSON.parse(readFileSync('cdk.json', 'utf8'));
+  it('maps with the document the deployed ingest runs with, which holds no secret', async () => {
     const { verify: _secret, ...definition } = stripeSource();
-    cdk.context.environments.dev.sources = {
-      [STRIPE]: { ...definition, verify: { scheme: 'stripe' } },
+    const document = JSON.stringify({
+      sources: { [STRIPE]: { ...definition, verify: { scheme: 'stripe' } } },
+    });
+    const clients = {
+      cloudFormation: new CloudFormationClient({ region: 'eu-west-1' }),
+      lambda: new LambdaClient({ region: 'eu-west-1' }),
     };
-    writeFileSync(join(project, 'cdk.json'), JSON.stringify(cdk));
-    const remap = sourceRemapper(() => environmentSources('dev', project));
+    mockClient(clients.cloudFormation)
+      .on(DescribeStacksCommand)
+      .resolves({
+        Stacks: [
+          {
+            StackName: 'MauticRelay-dev',
+            CreationTime: new Date(),
+            StackStatus: 'UPDATE_COMPLETE',
+            Outputs: [{ OutputKey: 'IngestFunctionName', OutputValue: 'MauticRelay-dev-Ingest' }],
+          },
+        ],
+      });
+    mockClient(clients.lambda)
+      .on(GetFunctionConfigurationCommand)
+      .resolves({
+        Environment: {
+          Variables: {
+            EVENTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/1/events.fifo',
+            DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo',
+            INGEST_API_KEYS: 'k',
+            DEDUP_WINDOW_SECONDS: '0',
+            SOURCES_DOCUMENT: document,
+            SOURCES_SECRET_PREFIX: 'MauticRelay/dev/sources/',
+          },
+        },
+      });
+    // No cdk.json where it runs: nothing to compare with.
+    const remap = sourceRemapper(() => environmentSources('dev', clients, dir));
     const letter = (type: string) =>
       JSON.stringify({
         v: 1,

@@ -1,6 +1,8 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { GetFunctionConfigurationCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import {
   GetSecretValueCommand,
   PutSecretValueCommand,
@@ -13,6 +15,8 @@ import { EXIT } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
 
 const secretsManager = mockClient(SecretsManagerClient);
+const cloudFormation = mockClient(CloudFormationClient);
+const lambda = mockClient(LambdaClient);
 const STRIPE_SECRET = 'whsec_test_9f8e7d6c5b4a39281706f5e4d3c2b1a0';
 const SHOP_SECRET = 'shpss_0123456789abcdef0123456789abcdef';
 const NEW_SECRET = 'whsec_test_rotated_00112233445566778899aabb';
@@ -46,6 +50,39 @@ const CREATED = {
   type: 'customer.created',
   data: { object: { email: 'ann@example.com', name: 'Ann' } },
 };
+
+/**
+ * Environment NAME deployed: its stack names the ingest function, whose configuration holds
+ * `variables` over what the stack gives it with SOURCES (the cdk.json document, no secret).
+ */
+function deployed(variables: Record<string, string | undefined> = {}) {
+  cloudFormation.on(DescribeStacksCommand).callsFake((input: { StackName: string }) => ({
+    Stacks: [
+      {
+        StackName: input.StackName,
+        CreationTime: new Date(),
+        StackStatus: 'UPDATE_COMPLETE',
+        Outputs: [{ OutputKey: 'IngestFunctionName', OutputValue: `${input.StackName}-Ingest` }],
+      },
+    ],
+  }));
+  const all: Record<string, string | undefined> = {
+    EVENTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/1/events.fifo',
+    DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo',
+    WEBHOOK_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:1:secret:MauticRelay/dev/webhook-AbCdEf',
+    DEDUP_TABLE_NAME: 'MauticRelay-dev-DedupTable-1A2B3C',
+    DEDUP_WINDOW_SECONDS: '86400',
+    CONTACT_MATCH_FIELDS: 'email',
+    SOURCES_DOCUMENT: JSON.stringify({ sources: SOURCES }),
+    SOURCES_SECRET_PREFIX: 'MauticRelay/dev/sources/',
+    ...variables,
+  };
+  lambda.on(GetFunctionConfigurationCommand).resolves({
+    Environment: {
+      Variables: Object.fromEntries(Object.entries(all).filter(([, value]) => value !== undefined)),
+    } as { Variables: Record<string, string> },
+  });
+}
 
 let dir: string;
 let localDir: string;
@@ -117,6 +154,8 @@ afterAll(() => {
 
 afterEach(() => {
   secretsManager.reset();
+  cloudFormation.reset();
+  lambda.reset();
   vi.restoreAllMocks();
 });
 
@@ -137,27 +176,70 @@ describe('sources list', () => {
     expect(human.out).toMatch(/shop +shopify +filter no +idempotencyKey no/);
   });
 
-  it('lists a deployed environment’s sources from cdk.json, with no AWS call', async () => {
+  it('lists the sources the deployed ingest runs with, from its configuration', async () => {
     vi.spyOn(process, 'cwd').mockReturnValue(projectDir);
+    deployed();
 
-    const { code, out } = await run(['sources', 'list', '--env', 'dev', '--json']);
+    const { code, out, err } = await run(['sources', 'list', '--env', 'dev', '--json']);
 
     expect(code).toBe(EXIT.ok);
     expect(JSON.parse(out).sources.map((s: { name: string }) => s.name)).toEqual([
       'stripe-customers',
       'shop',
     ]);
+    expect(cloudFormation.commandCalls(DescribeStacksCommand)[0]?.args[0].input).toEqual({
+      StackName: 'MauticRelay-dev',
+    });
+    expect(lambda.commandCalls(GetFunctionConfigurationCommand)[0]?.args[0].input).toEqual({
+      FunctionName: 'MauticRelay-dev-Ingest',
+    });
+    // cdk.json says the same: nothing to say.
+    expect(err).toBe('');
     expect(secretsManager.calls()).toHaveLength(0);
   });
 
-  it('says when there are none, and when cdk.json is not there', async () => {
+  it('says when the cdk.json here differs from what is deployed, and uses what is deployed', async () => {
+    vi.spyOn(process, 'cwd').mockReturnValue(projectDir);
+    deployed({
+      SOURCES_DOCUMENT: JSON.stringify({ sources: { shop: SOURCES.shop } }),
+    });
+
+    const { code, out, err } = await run(['sources', 'list', '--env', 'dev', '--json']);
+
+    expect(code).toBe(EXIT.ok);
+    expect(JSON.parse(out).sources.map((s: { name: string }) => s.name)).toEqual(['shop']);
+    expect(err).toBe(
+      `The sources of dev in ${join(projectDir, 'cdk.json')} differ from the deployed ones, which this uses: "npx cdk deploy -c env=dev" deploys them; "--local" tests a draft in SOURCES_FILE.\n`,
+    );
+  });
+
+  it('says when there are none, works without a cdk.json, and names a stack of an older version', async () => {
+    deployed({ SOURCES_DOCUMENT: undefined, SOURCES_SECRET_PREFIX: undefined });
     const none = await run(['sources', 'list', '--env', 'prod']);
     vi.spyOn(process, 'cwd').mockReturnValue(dir);
-    const nowhere = await run(['sources', 'list', '--env', 'dev']);
+    const noCdkJson = await run(['sources', 'list', '--env', 'dev']);
+    cloudFormation.on(DescribeStacksCommand).resolves({
+      Stacks: [
+        {
+          StackName: 'MauticRelay-dev',
+          CreationTime: new Date(),
+          StackStatus: 'UPDATE_COMPLETE',
+          Outputs: [],
+        },
+      ],
+    });
+    const older = await run(['sources', 'list', '--env', 'dev']);
 
-    expect(none).toMatchObject({ code: EXIT.ok, out: 'No sources in prod (cdk.json).' });
-    expect(nowhere.code).toBe(EXIT.setup);
-    expect(nowhere.err).toContain(`No readable cdk.json in ${dir}`);
+    expect(none).toMatchObject({ code: EXIT.ok, out: 'No sources in prod (deployed).', err: '' });
+    expect(noCdkJson).toMatchObject({
+      code: EXIT.ok,
+      out: 'No sources in dev (deployed).',
+      err: '',
+    });
+    expect(older.code).toBe(EXIT.setup);
+    expect(older.err).toContain(
+      'The stack MauticRelay-dev has no output IngestFunctionName: deploy this version of the relay (npx cdk deploy -c env=dev)',
+    );
   });
 });
 
@@ -265,32 +347,26 @@ describe('sources test', () => {
     });
   });
 
-  it('checks events against the stack’s ENTITIES', async () => {
+  it('checks events against the deployed ingest’s ENTITIES', async () => {
     vi.spyOn(process, 'cwd').mockReturnValue(projectDir);
+    deployed({ ENTITIES: 'companies' });
     const file = payload('created.json', CREATED);
-    const cdk = JSON.parse(readFileSync(join(projectDir, 'cdk.json'), 'utf8'));
-    cdk.context.environments.dev.entities = ['companies'];
-    writeFileSync(join(projectDir, 'cdk.json'), JSON.stringify(cdk));
-    try {
-      const { code, out } = await run([
-        'sources',
-        'test',
-        'stripe-customers',
-        '--payload',
-        file,
-        '--env',
-        'dev',
-        '--json',
-      ]);
 
-      expect(code).toBe(EXIT.failed);
-      expect(JSON.parse(out).error).toBe(
-        'map: yields an event the ingest refuses: is not one of the entities this relay accepts (ENTITIES) (at /0/entity)',
-      );
-    } finally {
-      cdk.context.environments.dev.entities = 'standard';
-      writeFileSync(join(projectDir, 'cdk.json'), JSON.stringify(cdk));
-    }
+    const { code, out } = await run([
+      'sources',
+      'test',
+      'stripe-customers',
+      '--payload',
+      file,
+      '--env',
+      'dev',
+      '--json',
+    ]);
+
+    expect(code).toBe(EXIT.failed);
+    expect(JSON.parse(out).error).toBe(
+      'map: yields an event the ingest refuses: is not one of the entities this relay accepts (ENTITIES) (at /0/entity)',
+    );
   });
 
   it.each([
@@ -361,6 +437,7 @@ describe('sources test', () => {
 describe('sources set-secret', () => {
   it('stores the secret from SOURCE_SECRET in the source’s own secret, never echoing it', async () => {
     vi.spyOn(process, 'cwd').mockReturnValue(projectDir);
+    deployed();
     secretsManager.on(PutSecretValueCommand).resolves({});
 
     const { code, out } = await run(['sources', 'set-secret', 'stripe-customers', '--env', 'dev'], {
@@ -379,6 +456,7 @@ describe('sources set-secret', () => {
 
   it('adds a secret beside the current ones with --add (rotation), reading it without echo from stdin', async () => {
     vi.spyOn(process, 'cwd').mockReturnValue(projectDir);
+    deployed();
     secretsManager
       .on(GetSecretValueCommand, { SecretId: 'MauticRelay/dev/sources/stripe-customers' })
       .resolves({ SecretString: JSON.stringify({ secrets: [STRIPE_SECRET] }) })
@@ -407,6 +485,7 @@ describe('sources set-secret', () => {
 
   it('refuses a secret the source’s scheme cannot use, by position only, before writing anything', async () => {
     vi.spyOn(process, 'cwd').mockReturnValue(projectDir);
+    deployed();
 
     const { code, err } = await run(['sources', 'set-secret', 'stripe-customers', '--env', 'dev'], {
       SOURCE_SECRET: SHOP_SECRET,

@@ -542,6 +542,7 @@ describe('the relay stack', () => {
         'DeadLetterQueueUrl',
         'DedupTableName',
         'EventsQueueUrl',
+        'IngestFunctionName',
         'IngestUrl',
         'RefreshFunctionName',
         'TokenSecretName',
