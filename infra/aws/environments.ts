@@ -34,14 +34,6 @@ const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
  */
 const MAX_WINDOW_SHARE_OF_TIMEOUT = 0.25;
 
-/**
- * The most bytes of the sources document, as compact JSON, in the ingest's SOURCES_DOCUMENT.
- * Lambda holds at most 4 KB of environment variables per function, names and values together;
- * the ingest's other variables (queue URL, table name, secret ARN, Powertools settings, a
- * listed ENTITIES) take under 1 KB, so the document may have the rest.
- */
-export const MAX_SOURCES_DOCUMENT_BYTES = 3072;
-
 /** One environment's settings, from `cdk.json` context `environments.<name>`. */
 const settingsSchema = z.strictObject({
   mauticBaseUrl: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
@@ -214,12 +206,6 @@ function checkSources(
       `Source "${withSecret.name}": cdk.json is committed, so it holds no secret: remove verify.secret and verify.secrets, and set it with "npx mautic-relay sources set-secret ${withSecret.name} --env ${environment}"`,
     );
   }
-  const sourcesDocument = JSON.stringify({ sources });
-  const bytes = Buffer.byteLength(sourcesDocument);
-  if (bytes > MAX_SOURCES_DOCUMENT_BYTES) {
-    throw invalid(
-      `the document is ${bytes} bytes as compact JSON; the ingest's environment holds at most ${MAX_SOURCES_DOCUMENT_BYTES} (Lambda's 4 KB for all of a function's variables): shorten the expressions or drop a source`,
-    );
-  }
-  return { sources: definitions, sourcesDocument };
+  // Its size is checked with the rest of the ingest's environment (environment-size.ts).
+  return { sources: definitions, sourcesDocument: JSON.stringify({ sources }) };
 }

@@ -7,6 +7,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import type { RelayService } from '../../functions/core/metrics.ts';
+import { checkEnvironmentSize } from './environment-size.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -112,6 +113,8 @@ export class RelayFunction extends Construct {
       },
       bundling: RELAY_BUNDLING,
     });
+    const cfn = this.function.node.defaultChild as lambda.CfnFunction;
+    this.node.addValidation({ validate: () => checkEnvironmentSize(cfn, props.name) });
   }
 
   /**

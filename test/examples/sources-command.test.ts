@@ -4,12 +4,15 @@
  * shipped: each provider's sample payload yields exactly the events examples/sources/README.md
  * shows. The same examples run end to end in test/e2e/source-examples.test.ts.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Template } from 'aws-cdk-lib/assertions';
+import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EXIT } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
+import { relayStack } from '../infra/synth.ts';
 import { operatorCommand } from '../support/relay-process.ts';
 import {
   EXAMPLES_DOCUMENT,
@@ -113,30 +116,19 @@ describe('the shipped source examples through sources test', () => {
     expect(result.events.map((event: { action: string }) => event.action)).toEqual(['create']);
   });
 
-  it('the examples fit a deployed environment: cdk.json takes them without their secrets', async () => {
-    const project = join(dir, 'project');
-    mkdirSync(project, { recursive: true });
-    const cdk = JSON.parse(readFileSync('cdk.json', 'utf8'));
+  it('the examples fit a deployed environment: cdk.json takes them without their secrets, and the ingest’s environment holds them', () => {
     const { sources } = examplesDocument();
     for (const source of Object.values(sources)) delete source.verify.secret;
-    cdk.context.environments.dev.sources = sources;
-    writeFileSync(join(project, 'cdk.json'), JSON.stringify(cdk));
-    vi.spyOn(process, 'cwd').mockReturnValue(project);
 
-    const { code, out, err } = await operatorCommand(
-      ['sources', 'list', '--env', 'dev', '--json'],
-      {
-        MAUTIC_RELAY_DIR: dir,
-      },
-    );
+    const { stack } = relayStack('prod', { sources });
+    const template = Template.fromStack(stack);
 
-    expect(err).toBe('');
-    expect(code).toBe(EXIT.ok);
-    expect(JSON.parse(out).sources.map((source: { name: string }) => source.name)).toEqual([
-      'stripe-customers',
-      'shopify',
-      'typeform',
-      'github-stars',
-    ]);
+    const ingest =
+      template.toJSON().Resources[
+        stack.resolve((stack.ingest.function.node.defaultChild as CfnFunction).logicalId)
+      ];
+    expect(JSON.parse(ingest.Properties.Environment.Variables.SOURCES_DOCUMENT)).toEqual({
+      sources,
+    });
   });
 });

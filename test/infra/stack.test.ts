@@ -20,7 +20,8 @@ import {
   loadIngestConfig,
   loadRefreshConfig,
 } from '../../functions/shared/config.ts';
-import { environmentSettings, MAX_SOURCES_DOCUMENT_BYTES } from '../../infra/aws/environments.ts';
+import { LAMBDA_ENVIRONMENT_BYTES } from '../../infra/aws/environment-size.ts';
+import { environmentSettings } from '../../infra/aws/environments.ts';
 import { acknowledgeFindings } from '../../infra/aws/nag.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
 import { environments, relayStack } from './synth.ts';
@@ -896,21 +897,37 @@ describe('sources (contract §6)', () => {
       },
       /sources: Source "shop": cdk.json is committed, so it holds no secret: .*sources set-secret shop --env dev/,
     ],
-    [
-      'a document over what the ingest’s environment holds',
-      Object.fromEntries(
-        Array.from({ length: 20 }, (_, i) => [`source-${i}`, { ...SOURCES['stripe-customers'] }]),
-      ),
-      new RegExp(
-        `the document is \\d+ bytes as compact JSON; .* at most ${MAX_SOURCES_DOCUMENT_BYTES}`,
-      ),
-    ],
   ])('refuses to synthesize %s, naming the source and the problem', (_, sources, message) => {
     const settings = () => environmentSettings('dev', { dev: { ...environments.dev, sources } });
 
     expect(settings).toThrow(/^Invalid settings for environment "dev" in cdk\.json: sources: /);
     expect(settings).toThrow(message);
     expect(settings).not.toThrow('shpss_committed_0123456789');
+  });
+
+  /** `count` sources of about 150 bytes each, as compact JSON. */
+  const manySources = (count: number) =>
+    Object.fromEntries(
+      Array.from({ length: count }, (_, i) => [`source-${i}`, { ...SOURCES['stripe-customers'] }]),
+    );
+
+  it('refuses to synthesize an ingest whose whole environment could pass Lambda’s 4 KB once deployed', () => {
+    // Fits alone; not with a long ENTITIES list beside it (CloudFormation would refuse it mid-deploy).
+    const sources = manySources(17);
+    const entities = Array.from(
+      { length: 24 },
+      (_, i) => `customEntityNumber${String.fromCharCode(97 + i)}`,
+    );
+    const fits = () => synth('prod', { sources });
+    const tooMuch = () => synth('prod', { sources, entities });
+
+    expect(fits).not.toThrow();
+    expect(tooMuch).toThrow(
+      new RegExp(
+        `The ingest function's environment could take \\d+ bytes once deployed, over Lambda's ${LAMBDA_ENVIRONMENT_BYTES} .*the largest: SOURCES_DOCUMENT \\d+: the environment's sources in cdk.json \\(shorten the expressions or drop a source\\); ENTITIES \\d+: entities in cdk.json`,
+      ),
+    );
+    expect(() => synth('prod', { sources: manySources(25) })).toThrow(/SOURCES_DOCUMENT \d+/);
   });
 
   it('refuses an environment without "sources", as any missing setting', () => {
