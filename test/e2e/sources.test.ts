@@ -3,7 +3,8 @@
  * with Stripe's own library) turns a customer.created webhook into a contact in Mautic; Stripe's
  * retry of it takes effect once; an event its filter refuses queues nothing; a broken mapping
  * keeps the payload as a dead letter, the file is fixed while the stack runs (hot reload), and
- * `redrive --local` delivers it.
+ * `redrive --local` delivers it; a new version that does not compile, or is not JSON, is refused
+ * with a line naming the problem while the previous one goes on delivering.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -154,8 +155,40 @@ describe('npm start with a SOURCES_FILE', () => {
     );
 
     expect(contact(sim, 'bob@example.com')).toMatchObject({ firstname: 'Bob' });
-    // One create of Ann (her retry and the invoice queued nothing), one of Bob.
-    expect(itemsCreated(sim, 'contacts')).toBe(2);
+
+    // A new version that does not compile is refused with a line naming the source; the
+    // previous version stays and goes on delivering. Then one that is not JSON at all.
+    writeSource('{ ,');
+    await until(
+      () => output.some((line) => line.includes('map does not compile')),
+      10_000,
+      () => output.join('\n'),
+    );
+    writeFileSync(sourcesFile, `{ "sources": { "${STRIPE}": { "verify": { "secret": "${SECRET}" `);
+    await until(
+      () => output.some((line) => line.includes('is not JSON')),
+      10_000,
+      () => output.join('\n'),
+    );
+    const carol = await postStripe(
+      url,
+      customerEvent('evt_e2e_4', 'customer.created', 'carol@example.com', 'Carol'),
+    );
+    expect(carol).toMatchObject({ status: 202, body: { accepted: 1 } });
+    await until(
+      async () => (await drained(dir)) && contact(sim, 'carol@example.com') !== undefined,
+      30_000,
+      () => JSON.stringify(sim.records('contacts')),
+    );
+    const refusals = output.filter((line) => line.startsWith('error: '));
+    expect(refusals).toEqual([
+      `error: SOURCES_FILE ${sourcesFile}: Source "${STRIPE}": map does not compile: The symbol "," cannot be used as a unary operator (S0211 at position 3); the previous version of the sources stays`,
+      expect.stringMatching(
+        /^error: SOURCES_FILE .*: Sources document: is not JSON \(line 1, column \d+\); the previous version of the sources stays$/,
+      ),
+    ]);
+    // One create of Ann (her retry and the invoice queued nothing), one of Bob, one of Carol.
+    expect(itemsCreated(sim, 'contacts')).toBe(3);
     const after = await operatorCommand(['dead-letters', '--local', '--json'], env);
     expect(JSON.parse(after.out).count).toBe(0);
     expect(output.join('\n')).not.toContain(SECRET);
