@@ -164,6 +164,30 @@ export class ScriptedAnswers {
   takeAfterApply(method: string, path: string): AfterApplyFault | undefined {
     return take(this.#afterApply, method, path);
   }
+
+  #poisons: Array<{ match: Script<undefined>; field: string; value: unknown }> = [];
+
+  /** Every call of `match` whose batch holds an item with `item[field] === value` fails. */
+  poison(match: RequestMatch, field: string, value: unknown): void {
+    this.#poisons.push({ match: script(match, undefined, 1), field, value });
+  }
+
+  /** Whether the request carries a poisoned item (the scripts stay: it fails every time). */
+  poisoned(method: string, path: string, body: unknown): boolean {
+    const items = Array.isArray(body) ? body : [];
+    return this.#poisons.some(
+      ({ match, field, value }) =>
+        matches(match, method, path) &&
+        items.some((item) => typeof item === 'object' && item !== null && item[field] === value),
+    );
+  }
+}
+
+function matches(rule: Script<unknown>, method: string, path: string): boolean {
+  if (rule.method !== undefined && rule.method !== method) return false;
+  if (typeof rule.path === 'string') return rule.path === path;
+  rule.path.lastIndex = 0;
+  return rule.path.test(path);
 }
 
 function script<T>(match: RequestMatch, what: T, times: number): Script<T> {
@@ -171,12 +195,7 @@ function script<T>(match: RequestMatch, what: T, times: number): Script<T> {
 }
 
 function take<T>(scripts: Array<Script<T>>, method: string, path: string): T | undefined {
-  const index = scripts.findIndex((rule) => {
-    if (rule.method !== undefined && rule.method !== method) return false;
-    if (typeof rule.path === 'string') return rule.path === path;
-    rule.path.lastIndex = 0;
-    return rule.path.test(path);
-  });
+  const index = scripts.findIndex((rule) => matches(rule, method, path));
   const rule = scripts[index];
   if (rule === undefined) return undefined;
   rule.remaining -= 1;

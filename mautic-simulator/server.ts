@@ -95,6 +95,13 @@ export interface MauticSimulator {
    * does (504 page) while Mautic went on. For "was it applied?" tests (issue 11).
    */
   failAfterApply(match: RequestMatch, how: AfterApplyFault, times?: number): void;
+  /**
+   * A poison item: every call of `match` whose batch holds an item with `item[field] ===
+   * value` answers Mautic's generic 500 (§6.4) and applies nothing, as Mautic's item-specific
+   * exceptions in a batch edit do (a contact whose stage others share, an id deleted
+   * meanwhile). It stays until the simulator stops. For "one bad item" tests (issue 24).
+   */
+  poison(match: RequestMatch, field: string, value: unknown): void;
   addClient(client: SimulatorClient): void;
   /** Mints an access and refresh token as a grant would (default client: the first one). */
   issueToken(clientId?: string): { accessToken: string; refreshToken: string };
@@ -221,6 +228,10 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
   const refused = requestLineTooLong(req.method ?? 'GET', req.url ?? '/', req.httpVersion);
   const injected = refused ?? harness.scripts.takeInjection(method, path);
   if (injected !== undefined) return send(res, entry, injected);
+  const decoded = request.body.kind === 'json' ? request.body.value : undefined;
+  if (harness.scripts.poisoned(method, path, decoded)) {
+    return send(res, entry, exceptionError(500));
+  }
   const fault = harness.faults.draw(path);
   // The latency is the time to answer, counted from the request's arrival, as a real server's
   // is: its own work is part of it. A request that passes is applied first and answered when
@@ -317,6 +328,7 @@ function simulatorHandle(
     },
     inject: (match, response, times) => scripts.inject(match, response, times),
     failAfterApply: (match, how, times) => scripts.failAfterApply(match, how, times),
+    poison: (match, field, value) => scripts.poison(match, field, value),
     addClient: (client) => addClient(state.clients, client),
     issueToken(clientId) {
       const client =

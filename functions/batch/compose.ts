@@ -10,7 +10,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery-calls.ts';
 import { MauticApiClient } from '../core/mautic-api.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
 import { TOKEN_POLL } from '../core/retry-policy.ts';
@@ -48,6 +48,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       // Without a setting, calls are bounded by the invocation's deadline (the handler aborts
       // them at its margin), so the longest Lambda timeout is only an outer bound.
       timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
+      now: () => clock.now(),
     }),
     // Waits for the refresher instead of giving events back (contract §2).
     tokens: new WaitingTokenSource({

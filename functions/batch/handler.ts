@@ -1,6 +1,7 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
-import { type DeliveryDeps, type DeliveryOptions, deliverChunks } from '../core/delivery.ts';
+import { deliverChunks } from '../core/delivery.ts';
+import type { DeliveryDeps, DeliveryOptions } from '../core/delivery-calls.ts';
 import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
 import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';

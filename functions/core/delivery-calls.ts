@@ -14,11 +14,59 @@ import {
 import type {
   ActionLedger,
   CallOptions,
+  Clock,
   ItemResult,
   Logger,
   MauticBatchApi,
   MetricsSink,
+  TokenSource,
 } from './ports.ts';
+import { IN_CALL_RETRY } from './retry-policy.ts';
+
+/** Tunables of one delivery run. */
+export interface DeliveryOptions {
+  /** Items per Mautic call (Mautic's `api_batch_max_limit`, 200 by default). */
+  batchSize: number;
+  /** Entities delivered at the same time; a small number protects Mautic. */
+  concurrency: number;
+  /** Attempts per call for transient failures inside one invocation. */
+  maxAttempts: number;
+  /** First backoff step; it doubles per attempt up to `maxBackoffMs` (`retry-policy.ts`). */
+  baseBackoffMs: number;
+  maxBackoffMs: number;
+  /** Stop starting work this long before the deadline. */
+  deadlineMarginMs: number;
+  /** Delay after a 429 whose answer carried no `X-RateLimit-Reset`. */
+  defaultRateLimitDelayMs: number;
+  /** Longest wait inside the invocation for a time Mautic named (`retry-policy.ts`). */
+  maxInRunWaitMs: number;
+}
+
+export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
+  batchSize: 200,
+  concurrency: 2,
+  ...IN_CALL_RETRY,
+  deadlineMarginMs: 3_000,
+};
+
+/** What the delivery talks to. */
+export interface DeliveryDeps {
+  api: MauticBatchApi;
+  /** Where non-idempotent actions (`addPoints`) are claimed before their call (contract §2). */
+  ledger: ActionLedger;
+  /** Waits (bounded by the deadline) for the refresher when the token is missing or refused. */
+  tokens: TokenSource;
+  logger: Logger;
+  metrics: MetricsSink;
+  clock: Clock;
+  sleep: (ms: number) => Promise<void>;
+  random: () => number;
+  /**
+   * The batch limit learned from Mautic's "A max of N entities" answers. It lives as long as
+   * the container, so later invocations start at the learned size.
+   */
+  learnedLimit: { value: number | undefined };
+}
 
 /** How a call may be repeated: a write, a non-idempotent write (`addPoints`), a contact lookup. */
 export type CallKind = 'write' | 'once' | 'lookup';
@@ -27,6 +75,8 @@ export type CallKind = 'write' | 'once' | 'lookup';
 export type Attempt<T> =
   | { kind: 'answered'; answer: T; items: PlannedItem[]; started: number }
   | { kind: 'split'; decision: Decision & { kind: 'split' }; items: PlannedItem[] }
+  /** A whole-call 5xx that an item may cause: the items are not settled yet. */
+  | { kind: 'narrow'; outcome: MessageOutcome; items: PlannedItem[] }
   | { kind: 'settled' };
 
 /** The call for a chunk's items, by action (contract §5 for the integrator actions). */

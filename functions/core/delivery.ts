@@ -3,6 +3,9 @@ import { ContactReferences, resolution } from './contact-refs.ts';
 import {
   type Attempt,
   type CallKind,
+  DEFAULT_DELIVERY_OPTIONS,
+  type DeliveryDeps,
+  type DeliveryOptions,
   deliverOnce,
   recordCall,
   recordLookup,
@@ -12,9 +15,11 @@ import { describeError } from './errors.ts';
 import {
   ambiguousAction,
   type CallSituation,
+  type Decision,
   decideAfterFailure,
   decideItem,
   heldBehind,
+  isUpserted,
   lookupRefused,
   type MessageOutcome,
   NO_TOKEN,
@@ -23,59 +28,13 @@ import {
   surelyNotApplied,
   unrepeatable,
 } from './failure-policy.ts';
-import type {
-  ActionLedger,
-  Clock,
-  ItemResult,
-  Logger,
-  MauticBatchApi,
-  MetricsSink,
-  TokenSource,
-} from './ports.ts';
-import { IN_CALL_RETRY } from './retry-policy.ts';
+import type { ItemResult } from './ports.ts';
 
-/** Tunables of one delivery run. */
-export interface DeliveryOptions {
-  /** Items per Mautic call (Mautic's `api_batch_max_limit`, 200 by default). */
-  batchSize: number;
-  /** Entities delivered at the same time; a small number protects Mautic. */
-  concurrency: number;
-  /** Attempts per call for transient failures inside one invocation. */
-  maxAttempts: number;
-  /** First backoff step; it doubles per attempt up to `maxBackoffMs` (`retry-policy.ts`). */
-  baseBackoffMs: number;
-  maxBackoffMs: number;
-  /** Stop starting work this long before the deadline. */
-  deadlineMarginMs: number;
-  /** Delay after a 429 whose answer carried no `X-RateLimit-Reset`. */
-  defaultRateLimitDelayMs: number;
-}
+/** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
+const MAX_WAITS_PER_CALL = 3;
 
-export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
-  batchSize: 200,
-  concurrency: 2,
-  ...IN_CALL_RETRY,
-  deadlineMarginMs: 3_000,
-};
-
-/** What the delivery talks to. */
-export interface DeliveryDeps {
-  api: MauticBatchApi;
-  /** Where non-idempotent actions (`addPoints`) are claimed before their call (contract §2). */
-  ledger: ActionLedger;
-  /** Waits (bounded by the deadline) for the refresher when the token is missing or refused. */
-  tokens: TokenSource;
-  logger: Logger;
-  metrics: MetricsSink;
-  clock: Clock;
-  sleep: (ms: number) => Promise<void>;
-  random: () => number;
-  /**
-   * The batch limit learned from Mautic's "A max of N entities" answers. It lives as long as
-   * the container, so later invocations start at the learned size.
-   */
-  learnedLimit: { value: number | undefined };
-}
+/** A call that waited for Mautic's named time as often as it may: back to the queue. */
+const waitedOut = (): MessageOutcome => ({ kind: 'retry', reason: 'rate_limited' });
 
 /**
  * Delivers planned chunks to Mautic and returns one outcome per message id; a Mautic failure
@@ -225,45 +184,79 @@ class DeliveryRun {
 
   /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
   async #deliverItems(chunk: Chunk, items: PlannedItem[], kind: CallKind = 'write'): Promise<void> {
-    const attempt = await this.#attempt(
-      chunk,
-      items,
-      (token) =>
-        sendChunk(this.#deps.api, chunk, items, { accessToken: token, signal: this.#signal }),
-      kind,
-    );
+    const attempt = await this.#attempt(chunk, items, this.#send(chunk, items), kind);
     if (attempt.kind === 'split') {
       if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
       return this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
     }
-    if (attempt.kind === 'answered') {
-      recordCall(this.#deps, chunk, attempt.items, attempt.started, attempt.answer, this.#limit());
-      await this.#settleResults(chunk, attempt.items, attempt.answer);
+    if (attempt.kind === 'narrow') return this.#narrow(chunk, attempt.items, attempt.outcome);
+    await this.#answered(chunk, attempt);
+  }
+
+  #send(chunk: Chunk, items: PlannedItem[]) {
+    return (accessToken: string) =>
+      sendChunk(this.#deps.api, chunk, items, { accessToken, signal: this.#signal });
+  }
+
+  async #answered(chunk: Chunk, attempt: Attempt<ItemResult[]>): Promise<void> {
+    if (attempt.kind !== 'answered') return;
+    recordCall(this.#deps, chunk, attempt.items, attempt.started, attempt.answer, this.#limit());
+    await this.#settleResults(chunk, attempt.items, attempt.answer);
+  }
+
+  /**
+   * A call failed with a 5xx twice: its halves are tried once each. A half that fails again
+   * while the other goes through holds the item at fault, and is narrowed down in turn, until
+   * that item is left to the queue alone; both halves failing says Mautic fails every call, not
+   * an item, so all go back to the queue untried further (contract §2, one bad item).
+   */
+  async #narrow(chunk: Chunk, items: PlannedItem[], outcome: MessageOutcome): Promise<void> {
+    if (items.length === 1) return this.#settle(items, outcome);
+    const middle = Math.ceil(items.length / 2);
+    const failed: Array<Attempt<ItemResult[]> & { kind: 'narrow' }> = [];
+    for (const half of [items.slice(0, middle), items.slice(middle)]) {
+      const attempt = await this.#attempt(chunk, half, this.#send(chunk, half), 'write', true);
+      if (attempt.kind === 'narrow') failed.push(attempt);
+      else if (attempt.kind === 'split')
+        await this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
+      else await this.#answered(chunk, attempt);
     }
+    const [only, other] = failed;
+    if (only === undefined) return;
+    if (other === undefined) return this.#narrow(chunk, only.items, only.outcome);
+    this.#settle([...only.items, ...other.items], only.outcome);
   }
 
   /**
    * Makes one call until it is answered or the failure policy settles the items (or splits
-   * them). A `once` call is not idempotent, so a failure that may have been applied settles the
-   * items as `ambiguous_result` instead of calling again; a `lookup` refused is never the
-   * events' fault, so it sends them back to the queue rather than to the dead letters.
+   * them, or has them narrowed down). A `once` call is not idempotent, so a failure that may
+   * have been applied settles the items as `ambiguous_result` instead of calling again; a
+   * `lookup` refused is never the events' fault, so it sends them back to the queue rather than
+   * to the dead letters. A time Mautic named is waited for here when it is near (`wait`).
    */
   async #attempt<T>(
     chunk: Chunk,
     items: PlannedItem[],
     send: (accessToken: string) => Promise<T>,
     kind: CallKind,
+    narrowing = false,
   ): Promise<Attempt<T>> {
     let token: CallSituation['token'] = 'cached';
     let refused: string | undefined;
-    for (let attempt = 1; ; ) {
+    for (let attempt = 1, waits = 0; ; ) {
+      const now = this.#deps.clock.now();
       const stopped = noCallNow(
         this.#halt,
-        this.#deps.clock.now(),
+        now,
         this.#callsUntil(),
         this.#aborted(),
+        this.#options,
       );
-      if (stopped) return this.#settled(items, stopped);
+      if (stopped?.kind === 'wait' && waits++ < MAX_WAITS_PER_CALL) {
+        await this.#deps.sleep(stopped.untilMs - now);
+        continue;
+      }
+      if (stopped) return this.#settled(items, stopped.kind === 'wait' ? waitedOut() : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
       const started = this.#deps.clock.now();
@@ -279,27 +272,36 @@ class DeliveryRun {
         }
         items = this.#setAsideUnrepeatable(chunk, items, error);
         if (items.length === 0) return { kind: 'settled' };
-        const decision = decideAfterFailure(error, this.#situation(chunk, items, attempt, token));
+        const situation = { ...this.#situation(chunk, items, attempt, token), narrowing };
+        const decision = decideAfterFailure(error, situation);
         if (decision.kind === 'renew_token') {
           if (decision.token === 'refused') refused = accessToken;
           token = decision.token;
         } else if (decision.kind === 'call_again') {
           await this.#deps.sleep(decision.afterMs);
           attempt++;
-        } else if (decision.kind === 'split') {
-          return { kind: 'split', decision, items };
-        } else {
-          if (decision.alert)
-            this.#deps.logger.error(decision.alert.message, decision.alert.details);
+        } else if (decision.kind === 'wait') {
           Object.assign(this.#halt, decision.halt);
-          const { outcome } = decision;
-          return this.#settled(
-            items,
-            kind === 'lookup' && outcome.kind === 'rejected' ? lookupRefused(outcome) : outcome,
-          );
+        } else if (decision.kind === 'split' || decision.kind === 'narrow') {
+          return decision.kind === 'split'
+            ? { kind: 'split', decision, items }
+            : { kind: 'narrow', outcome: decision.outcome, items };
+        } else {
+          return this.#carryOut(decision, items, kind);
         }
       }
     }
+  }
+
+  /** Settles the items as the policy decided, halting the run and alerting as it says. */
+  #carryOut(decision: Decision & { kind: 'settle' }, items: PlannedItem[], kind: CallKind) {
+    if (decision.alert) this.#deps.logger.error(decision.alert.message, decision.alert.details);
+    Object.assign(this.#halt, decision.halt);
+    const { outcome } = decision;
+    return this.#settled(
+      items,
+      kind === 'lookup' && outcome.kind === 'rejected' ? lookupRefused(outcome) : outcome,
+    );
   }
 
   #settled(items: PlannedItem[], outcome: MessageOutcome): Attempt<never> {
@@ -355,8 +357,12 @@ class DeliveryRun {
   /** Settles each item by its result; a merged item refused as invalid goes again event by event. */
   async #settleResults(chunk: Chunk, items: PlannedItem[], results: ItemResult[]): Promise<void> {
     const oneByOne: PlannedItem[] = [];
+    const creates = chunk.action === 'create';
     items.forEach((item, index) => {
-      const decision = decideItem(results[index], item.parts !== undefined);
+      const decision = decideItem(results[index], {
+        merged: item.parts !== undefined,
+        unrepeatable: creates && !isUpserted(chunk.entity, item.payload),
+      });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
       else this.#settle([item], decision.outcome);
     });

@@ -98,7 +98,7 @@ export class MauticAuthError extends MauticError {
 /** Mautic's rate limiter answered 429. */
 export class MauticRateLimitError extends MauticError {
   override name = 'MauticRateLimitError';
-  /** When the window resets (epoch ms), from `X-RateLimit-Reset`; Mautic sends no `Retry-After`. */
+  /** When the window resets (epoch ms): `X-RateLimit-Reset` (Mautic's), or a proxy's `Retry-After`. */
   readonly resetAt: number | undefined;
   /** Calls allowed per window, from `X-RateLimit-Limit`. */
   readonly limit: number | undefined;
@@ -161,6 +161,8 @@ export class MauticTransientError extends MauticError {
    * did not (connection refused, name not resolved) or Mautic answered a failure status.
    */
   readonly possiblyApplied: boolean;
+  /** When the server said to come back (a 503's `Retry-After`, epoch ms), if it did. */
+  readonly retryAt: number | undefined;
 
   constructor(
     details: {
@@ -169,18 +171,25 @@ export class MauticTransientError extends MauticError {
       kind: TransientErrorKind;
       status?: number;
       possiblyApplied?: boolean;
+      retryAt?: number;
+      /** What a network failure or timeout did not reach: the host, and how (`ENOTFOUND`). */
+      unreached?: string;
     },
     options?: ErrorOptions,
   ) {
     const status = details.status === undefined ? '' : ` with status ${details.status}`;
+    const unreached = details.unreached === undefined ? '' : `: ${details.unreached}`;
     const applied = details.possiblyApplied ? ', possibly applied' : '';
+    const back =
+      details.retryAt === undefined ? '' : `; back at ${new Date(details.retryAt).toISOString()}`;
     super(
-      `${details.method} ${details.path} failed${status} (${details.kind}${applied})`,
+      `${details.method} ${details.path} failed${status} (${details.kind}${unreached}${applied}${back})`,
       { ...details, retryable: true },
       options,
     );
     this.kind = details.kind;
     this.possiblyApplied = details.possiblyApplied ?? false;
+    this.retryAt = details.retryAt;
   }
 }
 

@@ -17,14 +17,7 @@ import {
 } from './errors.ts';
 import type { Action } from './events.ts';
 import type { ItemResult } from './ports.ts';
-import {
-  IN_CALL_RETRY,
-  type InCallRetry,
-  inCallBackoffMs,
-  MAX_VISIBILITY_DELAY_SECONDS,
-  type RetryPolicy,
-  retryDelaySeconds,
-} from './retry-policy.ts';
+import { IN_CALL_RETRY, type InCallRetry, inCallBackoffMs } from './retry-policy.ts';
 
 /** What became of one message. */
 export type MessageOutcome =
@@ -37,7 +30,7 @@ export type MessageOutcome =
    */
   | { kind: 'retry'; reason: string; notBefore?: number; status?: number; message?: string };
 
-/** Why a run makes no more Mautic calls: a 429's reset time, or a token refused after renewal. */
+/** Why a run makes no call for now: a time Mautic named (no call before it), a refused token. */
 export interface RunHalt {
   rateLimitedUntil?: number | undefined;
   unauthorized?: string | undefined;
@@ -62,6 +55,8 @@ export interface CallSituation {
   random: () => number;
   /** The in-call retry settings, when not `IN_CALL_RETRY`'s. */
   retry?: InCallRetry | undefined;
+  /** The call is a part of one that failed with a 5xx: one try, then narrow again or stop. */
+  narrowing?: boolean;
 }
 
 /** What to do after a failed call. */
@@ -70,6 +65,13 @@ export type Decision =
   | { kind: 'renew_token'; token: 'reread' | 'refused' }
   /** Call again after a pause. */
   | { kind: 'call_again'; afterMs: number }
+  /** Call again at the time Mautic named, inside this invocation; no call of the run before it. */
+  | { kind: 'wait'; untilMs: number; halt: RunHalt }
+  /**
+   * A whole-call 5xx repeated: find the item at fault by halves (contract §2, one bad item).
+   * `outcome`: what the items get if they are left to the queue after all.
+   */
+  | { kind: 'narrow'; outcome: MessageOutcome }
   /** Send the items again in calls of at most `size`; `learnedLimit` is Mautic's stated limit. */
   | { kind: 'split'; size: number; learnedLimit?: number }
   /**
@@ -124,18 +126,35 @@ function afterUnauthorized(error: MauticAuthError, situation: CallSituation): De
 function afterRateLimit(error: MauticRateLimitError, situation: CallSituation): Decision {
   const retry = situation.retry ?? IN_CALL_RETRY;
   const resetAt = error.resetAt ?? situation.now + retry.defaultRateLimitDelayMs;
-  const rateLimitedUntil = Math.max(situation.halt.rateLimitedUntil ?? 0, resetAt);
+  return comeBackAt(resetAt, { reason: 'rate_limited', status: 429, error }, situation);
+}
+
+/**
+ * Mautic (or its front) named when to come back: no call of the run starts before then. The call
+ * waits for it when it is near; else its items, and every later call's, go back to the queue.
+ */
+function comeBackAt(
+  at: number,
+  why: { reason: string; status: number; error: unknown },
+  situation: CallSituation,
+): Decision {
+  const rateLimitedUntil = Math.max(situation.halt.rateLimitedUntil ?? 0, at);
+  const halt = { rateLimitedUntil };
+  if (waitable(rateLimitedUntil, situation.now, situation.callsUntil, situation.retry)) {
+    return { kind: 'wait', untilMs: rateLimitedUntil, halt };
+  }
+  const { reason, status, error } = why;
+  const message = describeError(error);
   return {
     kind: 'settle',
-    outcome: {
-      kind: 'retry',
-      reason: 'rate_limited',
-      notBefore: rateLimitedUntil,
-      status: 429,
-      message: describeError(error),
-    },
-    halt: { rateLimitedUntil },
+    outcome: { kind: 'retry', reason, notBefore: rateLimitedUntil, status, message },
+    halt,
   };
+}
+
+/** Whether a call may wait until `at` inside the invocation: near, and before calls must stop. */
+function waitable(at: number, now: number, callsUntil: number, retry?: InCallRetry): boolean {
+  return at - now <= (retry ?? IN_CALL_RETRY).maxInRunWaitMs && at < callsUntil;
 }
 
 function afterRefusal(error: MauticPermanentError, situation: CallSituation): Decision {
@@ -176,22 +195,25 @@ function afterRefusal(error: MauticPermanentError, situation: CallSituation): De
 function afterTransient(error: unknown, situation: CallSituation): Decision {
   const retry = situation.retry ?? IN_CALL_RETRY;
   const reason = transientReason(error);
+  const status = error instanceof MauticError ? error.status : undefined;
+  const message = describeError(error);
+  const outcome: MessageOutcome = { kind: 'retry', reason, ...(status ? { status } : {}), message };
+  if (error instanceof MauticTransientError && error.kind === 'server') {
+    if (error.retryAt !== undefined) {
+      return comeBackAt(error.retryAt, { reason, status: status ?? 503, error }, situation);
+    }
+    // The same call failed twice (or again while narrowing): an item may be what fails it.
+    if (situation.narrowing || (situation.items > 1 && situation.attempt >= 2)) {
+      return { kind: 'narrow', outcome };
+    }
+  }
   const backoff = inCallBackoffMs(retry, situation.attempt, situation.random());
   const aborted = error instanceof MauticTransientError && error.kind === 'aborted';
   const noTime = situation.now + backoff >= situation.callsUntil;
   if (!aborted && situation.attempt < retry.maxAttempts && !noTime) {
     return { kind: 'call_again', afterMs: backoff };
   }
-  const status = error instanceof MauticError ? error.status : undefined;
-  return {
-    kind: 'settle',
-    outcome: {
-      kind: 'retry',
-      reason,
-      ...(status === undefined ? {} : { status }),
-      message: describeError(error),
-    },
-  };
+  return { kind: 'settle', outcome };
 }
 
 function transientReason(error: unknown): string {
@@ -217,9 +239,9 @@ export function isUnexpected(error: unknown): boolean {
 
 /**
  * The items of a failed call that must not be sent again, with their outcome: the creates Mautic
- * may have applied without saying so (a 2xx it cannot read, a timeout or a dropped connection
- * after sending), unless Mautic upserts them (a contact with an email), so a repeat is harmless
- * (contract §2, "No blind re-send").
+ * may have applied without saying so (a 5xx other than the over-limit one, a 2xx it cannot read,
+ * a timeout or a dropped connection after sending), unless Mautic upserts them (a contact with
+ * an email), so a repeat is harmless (contract §2, "No blind re-send").
  */
 export function unrepeatable<T extends { payload: Record<string, unknown> }>(
   error: unknown,
@@ -230,11 +252,15 @@ export function unrepeatable<T extends { payload: Record<string, unknown> }>(
   if (action !== 'create' || !possiblyApplied(error)) return undefined;
   return {
     items: items.filter((item) => !isUpserted(entity, item.payload)),
-    outcome: {
-      kind: 'rejected',
-      reason: 'ambiguous_result',
-      message: `Mautic may have created this record; its answer cannot tell (${describeError(error)})`,
-    },
+    outcome: ambiguousCreate(`its answer cannot tell (${describeError(error)})`),
+  };
+}
+
+function ambiguousCreate(why: string): MessageOutcome {
+  return {
+    kind: 'rejected',
+    reason: 'ambiguous_result',
+    message: `Mautic may have created this record; ${why}`,
   };
 }
 
@@ -248,9 +274,9 @@ export function possiblyApplied(error: unknown): boolean {
 
 /**
  * Whether a failed call certainly left Mautic unchanged: refused before any work (401, 429, a
- * 4xx, a 503: the server did not take the request, as in maintenance or an overload), or never
- * sent (connection refused). A 500, 502, 504, a timeout or an unreadable answer may come after
- * the work, so an action that is not idempotent (`addPoints`) must not be sent again.
+ * 4xx, a 503 that says when to come back: a server declaring itself unavailable), or never sent
+ * (connection refused). Any other 5xx, a timeout or an unreadable answer may come after the
+ * work, so an action that is not idempotent (`addPoints`) must not be sent again.
  */
 export function surelyNotApplied(error: unknown): boolean {
   if (
@@ -260,8 +286,7 @@ export function surelyNotApplied(error: unknown): boolean {
   ) {
     return true;
   }
-  if (!(error instanceof MauticTransientError) || error.possiblyApplied) return false;
-  return error.kind !== 'server' || error.status === 503;
+  return error instanceof MauticTransientError && !error.possiblyApplied;
 }
 
 /** The outcome of a non-idempotent action whose call may have been applied (contract §2). */
@@ -274,7 +299,7 @@ export function ambiguousAction(action: Action, why: string): MessageOutcome {
 }
 
 /** Whether Mautic upserts the create (a contact with an email), so a repeat is harmless. */
-function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
+export function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
   const email = payload.email;
   return entity === 'contacts' && typeof email === 'string' && email.trim() !== '';
 }
@@ -291,10 +316,15 @@ const INVALID_ITEM_STATUSES = new Set([400, 422]);
  */
 export function decideItem(
   result: ItemResult | undefined,
-  merged: boolean,
+  item: { merged: boolean; unrepeatable: boolean },
 ): { kind: 'settle'; outcome: MessageOutcome } | { kind: 'one_by_one' } {
-  if (merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
+  if (item.merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
     return { kind: 'one_by_one' };
+  }
+  // A per-item 5xx of a create may follow its save (a listener failing after it).
+  if (item.unrepeatable && result?.kind === 'rejected' && result.status >= 500) {
+    const why = `it answered ${result.status} for this item (${result.message})`;
+    return { kind: 'settle', outcome: ambiguousCreate(why) };
   }
   return { kind: 'settle', outcome: itemOutcome(result) };
 }
@@ -347,54 +377,24 @@ export function lookupRefused(refusal?: {
 }
 
 /**
- * Why no call may start now, if none may: a 429 or a refused token halted the run, the time for
- * calls is up, or the invocation is being aborted.
+ * Why no call may start now, if none may: a time Mautic named is ahead (`wait` for it when it is
+ * near, else back to the queue until then), a refused token halted the run, the time for calls
+ * is up, or the invocation is being aborted.
  */
 export function noCallNow(
   halt: RunHalt,
   now: number,
   callsUntil: number,
   aborted: boolean,
-): MessageOutcome | undefined {
-  if (halt.rateLimitedUntil !== undefined) {
+  retry?: InCallRetry,
+): MessageOutcome | { kind: 'wait'; untilMs: number } | undefined {
+  if (halt.rateLimitedUntil !== undefined && halt.rateLimitedUntil > now) {
+    if (waitable(halt.rateLimitedUntil, now, callsUntil, retry)) {
+      return { kind: 'wait', untilMs: halt.rateLimitedUntil };
+    }
     return { kind: 'retry', reason: 'rate_limited', notBefore: halt.rateLimitedUntil };
   }
   if (halt.unauthorized !== undefined) return { kind: 'retry', reason: halt.unauthorized };
   if (now > callsUntil || aborted) return { kind: 'retry', reason: 'deadline' };
   return undefined;
-}
-
-/** What becomes of a message the delivery left to the queue, at the end of the invocation. */
-export type Requeue =
-  | { kind: 'dead_letter'; reason: 'retry_horizon_exceeded'; detail: string; status?: number }
-  | { kind: 'delay'; seconds: number; reason: string };
-
-/**
- * Decides when a message left to the queue comes back (contract §2): after the policy's backoff
- * for its receive count, or when Mautic's rate-limit window resets (`notBefore`, capped at
- * `maxDelaySeconds`) if that is later — never past SQS's visibility limit. Once the retry horizon
- * has passed since its first receive it is dead-lettered instead, with its last failure.
- */
-export function decideRequeue(
-  outcome: (MessageOutcome & { kind: 'retry' }) | undefined,
-  message: { receives: number; firstReceivedAt: number },
-  options: { now: number; policy: RetryPolicy; maxDelaySeconds: number; random: () => number },
-): Requeue {
-  const { now, policy } = options;
-  const reason = outcome?.reason ?? 'no_outcome';
-  const elapsed = now - message.firstReceivedAt;
-  if (elapsed >= policy.horizonSeconds * 1000) {
-    return {
-      kind: 'dead_letter',
-      reason: 'retry_horizon_exceeded',
-      detail: `retried for ${Math.round(elapsed / 1000)} s; last failure: ${outcome?.message ?? reason}`,
-      ...(outcome?.status === undefined ? {} : { status: outcome.status }),
-    };
-  }
-  let seconds = retryDelaySeconds(policy, message.receives, options.random());
-  if (outcome?.notBefore !== undefined) {
-    const reset = Math.ceil((outcome.notBefore - now) / 1000);
-    seconds = Math.max(seconds, Math.min(options.maxDelaySeconds, reset));
-  }
-  return { kind: 'delay', seconds: Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS), reason };
 }

@@ -42,9 +42,11 @@ const NON_ENTITY_KEYS = new Set(['statusCodes', 'errors', 'total']);
  */
 export class MauticApiClient implements MauticBatchApi {
   readonly #http: MauticHttp;
+  readonly #now: () => number;
 
   constructor(options: MauticHttpOptions) {
     this.#http = createMauticHttp(options);
+    this.#now = options.now ?? Date.now;
   }
 
   /** `POST /api/{entity}/batch/new`. Contacts are matched by email and updated (status 200). */
@@ -174,7 +176,7 @@ export class MauticApiClient implements MauticBatchApi {
       ...(request.body === undefined ? {} : { body: request.body }),
       signal: call.signal,
     });
-    const error = apiErrorFor(method, path, answer);
+    const error = apiErrorFor(method, path, answer, this.#now());
     if (error) throw error;
     if (!answer.isJson) throw badShape(method, path, answer.status)('a body that is not JSON');
     return answer;

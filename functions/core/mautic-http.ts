@@ -19,6 +19,8 @@ export interface MauticHttpOptions {
   timeoutMs?: number;
   /** Largest response body read; a larger one is an error, never buffered whole. @default 16 MiB */
   maxResponseBytes?: number;
+  /** The clock a `Retry-After` delay counts from (the delivery's). @default Date.now */
+  now?: () => number;
 }
 
 /** An HTTP answer whose body was read (up to the cap) and, when it is JSON, parsed. */
@@ -54,6 +56,7 @@ export interface MauticHttp {
  */
 export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
   const baseUrl = checkBaseUrl(options.baseUrl);
+  const host = new URL(baseUrl).host;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
@@ -70,7 +73,7 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
       const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
       const url = `${baseUrl}${path}${query ? `?${query}` : ''}`;
       const failed = (error: unknown, sent: boolean) =>
-        transportFailure(error, sent, { method, path, signal, timeout });
+        transportFailure(error, sent, { method, path, host, signal, timeout });
       if (signal?.aborted) throw failed(signal.reason, false);
 
       let response: Response;
@@ -114,15 +117,39 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
 function transportFailure(
   error: unknown,
   sent: boolean,
-  call: { method: string; path: string; signal: AbortSignal | undefined; timeout: AbortSignal },
+  call: {
+    method: string;
+    path: string;
+    host: string;
+    signal: AbortSignal | undefined;
+    timeout: AbortSignal;
+  },
 ): MauticTransientError {
   const { method, path } = call;
   let kind: 'aborted' | 'timeout' | 'network' = 'network';
   if (call.signal?.aborted) kind = 'aborted';
   else if (call.timeout.aborted) kind = 'timeout';
   const possiblyApplied = sent && (kind !== 'network' || !failedToConnect(error));
+  // The host names where the call went (never the query, which may hold a contact's email, nor a
+  // header, which holds the token); the code says how it failed (a name not found, a refusal).
+  const code = kind === 'network' ? errorCode(error) : undefined;
+  const unreached = kind === 'aborted' ? undefined : `${call.host}${code ? ` ${code}` : ''}`;
   // The foreign error is kept as the cause; Node's fetch errors carry no request headers.
-  return new MauticTransientError({ method, path, kind, possiblyApplied }, { cause: error });
+  return new MauticTransientError(
+    { method, path, kind, possiblyApplied, ...(unreached === undefined ? {} : { unreached }) },
+    { cause: error },
+  );
+}
+
+/** The first system error code along a fetch failure's causes (`ECONNREFUSED`, `ENOTFOUND`…). */
+function errorCode(error: unknown): string | undefined {
+  for (let cause = error, depth = 0; cause && depth < 5; depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z][A-Z_]+$/.test(code)) return code;
+    if (cause instanceof AggregateError) return errorCode(cause.errors[0]);
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 /**
@@ -248,6 +275,7 @@ export function apiErrorFor(
   method: string,
   path: string,
   answer: MauticAnswer,
+  now: number = Date.now(),
 ): MauticError | undefined {
   const { status, headers, json } = answer;
   if (status >= 200 && status < 300) return undefined;
@@ -259,10 +287,12 @@ export function apiErrorFor(
     return new MauticAuthError({ method, path, reason });
   }
   if (status === 429) {
+    const resets = [headerNumber(headers, 'x-ratelimit-reset', 1000), retryAfter(headers, now)];
+    const known = resets.filter((at) => at !== undefined);
     return new MauticRateLimitError({
       method,
       path,
-      resetAt: headerNumber(headers, 'x-ratelimit-reset', 1000),
+      resetAt: known.length === 0 ? undefined : Math.max(...known),
       limit: headerNumber(headers, 'x-ratelimit-limit', 1),
     });
   }
@@ -271,11 +301,20 @@ export function apiErrorFor(
     return new MauticBatchLimitError({ method, path, limit: Number(limit) });
   }
   if (status >= 500 || status === 408) {
-    // A proxy's gateway timeout (nginx 504, Cloudflare 524) answers while PHP goes on with the
-    // request, so Mautic may have applied it; Mautic's own 5xx and the other proxy errors come
-    // before or instead of the work (docs/mautic.md §6.4).
-    const possiblyApplied = status === 504 || status === 524;
-    return new MauticTransientError({ method, path, kind: 'server', status, possiblyApplied });
+    // Any 5xx may come after work was done: Mautic's batch saves item by item, with no
+    // transaction, and a 500 can follow the first saves; a gateway timeout (nginx 504,
+    // Cloudflare 524) answers while PHP goes on (docs/mautic.md §6.4). The one exception: a 503
+    // that says when to come back (`Retry-After`), a server declaring itself unavailable (a
+    // maintenance page, an overloaded front), which took no request.
+    const retryAt = status === 503 ? retryAfter(headers, now) : undefined;
+    return new MauticTransientError({
+      method,
+      path,
+      kind: 'server',
+      status,
+      possiblyApplied: status !== 408 && retryAt === undefined,
+      ...(retryAt === undefined ? {} : { retryAt }),
+    });
   }
   if (status >= 300 && status < 400) {
     return new MauticPermanentError({
@@ -287,6 +326,15 @@ export function apiErrorFor(
     });
   }
   return new MauticPermanentError({ method, path, status, mauticMessage: error?.message });
+}
+
+/** `Retry-After` as epoch ms: delay seconds from `now`, or an HTTP date (RFC 9110 §10.2.3). */
+function retryAfter(headers: Headers, now: number): number | undefined {
+  const raw = headers.get('retry-after')?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  if (/^\d+$/.test(raw)) return now + Number(raw) * 1000;
+  const date = Date.parse(raw);
+  return Number.isFinite(date) ? date : undefined;
 }
 
 function headerNumber(headers: Headers, name: string, scale: number): number | undefined {

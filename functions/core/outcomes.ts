@@ -1,8 +1,8 @@
 import type { IncomingEvent } from './batch-plan.ts';
 import { describeIssues, type QueuedEvent, queuedEventSchema } from './events.ts';
-import { decideRequeue, type MessageOutcome } from './failure-policy.ts';
+import type { MessageOutcome } from './failure-policy.ts';
 import type { DeadLetter, QueuedMessage } from './ports.ts';
-import type { RetryPolicy } from './retry-policy.ts';
+import { decideRequeue, type RetryPolicy } from './retry-policy.ts';
 
 /** The messages of one batch, read: the events to deliver, and the letters for unreadable ones. */
 export interface ReadBatch<M extends QueuedMessage> {
@@ -82,7 +82,7 @@ export interface Settlement<M extends QueuedMessage> {
  * delivered or dead-lettered.
  *
  * When a retried message comes back, or whether its retry horizon has passed and it is
- * dead-lettered instead, is the failure policy's `decideRequeue`.
+ * dead-lettered instead, is the retry policy's `decideRequeue`.
  */
 export function settleBatch<M extends QueuedMessage>(
   messages: ReadonlyArray<M>,

@@ -27,6 +27,11 @@ export interface InCallRetry {
   baseBackoffMs: number;
   maxBackoffMs: number;
   defaultRateLimitDelayMs: number;
+  /**
+   * Longest wait inside the invocation for a time Mautic named (a rate limit's reset, a
+   * `Retry-After`); a later one sends the events back to the queue until then.
+   */
+  maxInRunWaitMs: number;
 }
 
 export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
@@ -37,6 +42,7 @@ export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
   maxBackoffMs: 5_000,
   /** Delay after a 429 whose answer carried no `X-RateLimit-Reset`. */
   defaultRateLimitDelayMs: 60_000,
+  maxInRunWaitMs: 15_000,
 });
 
 /**
@@ -156,4 +162,41 @@ export function retryPolicy(settings: {
     horizonSeconds: settings.horizonSeconds,
     maxReceiveCount: settings.maxReceiveCount ?? needed,
   };
+}
+
+/** What becomes of a message the delivery left to the queue, at the end of the invocation. */
+export type Requeue =
+  | { kind: 'dead_letter'; reason: 'retry_horizon_exceeded'; detail: string; status?: number }
+  | { kind: 'delay'; seconds: number; reason: string };
+
+/**
+ * Decides when a message left to the queue comes back (contract §2): after the policy's backoff
+ * for its receive count, or when Mautic's rate-limit window resets (`notBefore`, capped at
+ * `maxDelaySeconds`) if that is later — never past SQS's visibility limit. Once the retry horizon
+ * has passed since its first receive it is dead-lettered instead, with its last failure.
+ */
+export function decideRequeue(
+  /** The message's retry outcome (`failure-policy.ts`'s `MessageOutcome` of kind `retry`). */
+  outcome: { reason: string; notBefore?: number; status?: number; message?: string } | undefined,
+  message: { receives: number; firstReceivedAt: number },
+  options: { now: number; policy: RetryPolicy; maxDelaySeconds: number; random: () => number },
+): Requeue {
+  const { now, policy } = options;
+  const reason = outcome?.reason ?? 'no_outcome';
+  const elapsed = now - message.firstReceivedAt;
+  if (elapsed >= policy.horizonSeconds * 1000) {
+    return {
+      kind: 'dead_letter',
+      reason: 'retry_horizon_exceeded',
+      detail: `retried for ${Math.round(elapsed / 1000)} s; last failure: ${outcome?.message ?? reason}`,
+      ...(outcome?.status === undefined ? {} : { status: outcome.status }),
+    };
+  }
+  // Mautic said when to come back (a rate limit's reset, a Retry-After): then, neither earlier
+  // nor later on the exponential schedule (contract §2).
+  const seconds =
+    outcome?.notBefore === undefined
+      ? retryDelaySeconds(policy, message.receives, options.random())
+      : Math.max(0, Math.min(options.maxDelaySeconds, Math.ceil((outcome.notBefore - now) / 1000)));
+  return { kind: 'delay', seconds: Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS), reason };
 }

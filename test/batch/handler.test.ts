@@ -3,7 +3,7 @@ import type { Message } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery-calls.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import type { QueuedMessage } from '../../functions/core/ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
@@ -597,7 +597,9 @@ describe('batch handler, called directly', () => {
   it('gathers the rest of its batch itself and settles those messages itself: deleted once done, delayed when retried, never reported to the event source', async () => {
     const sim = await startMauticSimulator();
     try {
-      sim.inject({ path: '/api/companies/batch/new' }, { status: 503, body: 'busy' }, 10);
+      // Unavailable for a while (a bare 503 might have saved the creates: ambiguous_result).
+      const unavailable = { status: 503, headers: { 'retry-after': '120' }, body: 'busy' };
+      sim.inject({ path: '/api/companies/batch/new' }, unavailable, 10);
       const company = (n: number) => ({
         ...(sqsRecords(n + 1)[n] as ReturnType<typeof sqsRecords>[number]),
         body: JSON.stringify({
@@ -693,7 +695,8 @@ describe('batch handler, called directly', () => {
   it('deletes a handed message that came back to its own receive, under its new receipt handle', async () => {
     const sim = await startMauticSimulator();
     try {
-      sim.inject({ path: '/api/companies/batch/new' }, { status: 503, body: '' }, 1);
+      const unavailable = { status: 503, headers: { 'retry-after': '120' }, body: '' };
+      sim.inject({ path: '/api/companies/batch/new' }, unavailable, 1);
       const company = {
         ...(sqsRecords(1)[0] as ReturnType<typeof sqsRecords>[number]),
         body: JSON.stringify({
@@ -829,7 +832,7 @@ describe('batch handler, called directly', () => {
     }
   });
 
-  it('waits only the backoff when the rate-limit window has already reset', async () => {
+  it('calls again at once when the rate-limit window has already reset', async () => {
     const sim = await startMauticSimulator();
     try {
       sim.inject(
@@ -847,9 +850,10 @@ describe('batch handler, called directly', () => {
         delays,
       )({ Records: sqsRecords(1) }, lambdaContext('batch', 30_000));
 
-      expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
-      // The policy's backoff (1 s here), not a wait for a reset that is past.
-      expect(delays).toEqual([[['m0'], 1]]);
+      // Neither a backoff nor a wait for a reset that is past: delivered by the next call.
+      expect(response).toEqual({ batchItemFailures: [] });
+      expect(delays).toEqual([]);
+      expect(sim.requests.filter((r) => r.path === '/api/contacts/batch/new')).toHaveLength(2);
     } finally {
       await sim.close();
     }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery-calls.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { queueMessageFor } from '../../functions/core/ingest-steps.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
@@ -159,6 +159,7 @@ async function startRelay(options: RelayOptions) {
       ...DEFAULT_DELIVERY_OPTIONS,
       // A failed call goes back to the queue at once: the retries are the queue's.
       maxAttempts: 1,
+      maxInRunWaitMs: 0,
       maxDelaySeconds: 30,
       batchSize: options.batchSize,
       batchWindowMs: 50,
@@ -318,9 +319,11 @@ describe('order per record across batches', () => {
           const expected = await applyOneByOne(requests.flat());
           const relay = await startRelay({ batchSize, handed, concurrency: 3 });
           try {
-            // Calls that fail (a proxy's 503, nothing applied): their events are retried.
+            // Calls that fail (a proxy's 503 saying to come back in a second, nothing applied):
+            // their events are retried through the queue.
+            const unavailable = { status: 503, headers: { 'retry-after': '1' }, body: '' };
             for (const failing of failures) {
-              relay.sim.inject({ path: FAILING[failing] as RegExp }, { status: 503, body: '' }, 1);
+              relay.sim.inject({ path: FAILING[failing] as RegExp }, unavailable, 1);
             }
             relay.start();
             for (const request of requests) await relay.send(request);

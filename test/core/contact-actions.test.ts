@@ -1,10 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type Chunk, planBatches } from '../../functions/core/batch-plan.ts';
-import {
-  DEFAULT_DELIVERY_OPTIONS,
-  type DeliveryDeps,
-  deliverChunks,
-} from '../../functions/core/delivery.ts';
+import { deliverChunks } from '../../functions/core/delivery.ts';
+import type { DeliveryDeps } from '../../functions/core/delivery-calls.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
@@ -604,29 +601,34 @@ describe('addPoints, at most once per event', () => {
     expect((await contact(ann.id)).points).toBe(4);
   });
 
-  it('retries after a 503 (the request was not taken) and dead-letters after a 502 (it may have been)', async () => {
+  it('retries after a 503 that says when to come back (the request was not taken), dead-letters after a bare 503 or a 502 (it may have been)', async () => {
     const ann = sim.seed('contacts', { email: 'ann@example.com' });
     const bob = sim.seed('contacts', { email: 'bob@example.com' });
-    sim.inject({ path: `/api/contacts/${ann.id}/points/plus/6` }, { status: 503, body: '' }, 1);
+    const cy = sim.seed('contacts', { email: 'cy@example.com' });
+    const unavailable = { status: 503, headers: { 'retry-after': '120' }, body: '' };
+    sim.inject({ path: `/api/contacts/${ann.id}/points/plus/6` }, unavailable, 1);
     sim.inject({ path: `/api/contacts/${bob.id}/points/plus/8` }, { status: 502, body: '' }, 1);
+    sim.inject({ path: `/api/contacts/${cy.id}/points/plus/9` }, { status: 503, body: '' }, 1);
     const six = incoming({ entity: 'contacts', action: 'addPoints', id: ann.id, points: 6 });
     const eight = incoming({ entity: 'contacts', action: 'addPoints', id: bob.id, points: 8 });
+    const nine = incoming({ entity: 'contacts', action: 'addPoints', id: cy.id, points: 9 });
 
-    const first = await deliverChunks(planBatches([six, eight], 200), now + 60_000, depsWith(), {
-      ...DEFAULT_DELIVERY_OPTIONS,
-      maxAttempts: 1,
-    });
+    const first = await deliverChunks(planBatches([six], 200), now + 60_000, depsWith());
+    const others = await deliverChunks(planBatches([eight, nine], 200), now + 60_000, depsWith());
     const again = await deliverChunks(planBatches([six], 200), now + 60_000, depsWith());
 
     expect(first.get(six.messageId)).toEqual(
-      expect.objectContaining({ kind: 'retry', reason: 'mautic_server' }),
+      expect.objectContaining({ kind: 'retry', reason: 'mautic_server', status: 503 }),
     );
-    expect(first.get(eight.messageId)).toEqual(
-      expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
-    );
+    for (const event of [eight, nine]) {
+      expect(others.get(event.messageId)).toEqual(
+        expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
+      );
+    }
     expect(again.get(six.messageId)?.kind).toBe('delivered');
     expect((await contact(ann.id)).points).toBe(6);
     expect((await contact(bob.id)).points).toBe(0);
+    expect((await contact(cy.id)).points).toBe(0);
   });
 
   it('dead-letters ambiguous_result after a 5xx, and leaves the event to the queue when the ledger is down', async () => {

@@ -12,7 +12,6 @@ import {
   type Decision,
   decideAfterFailure,
   decideItem,
-  decideRequeue,
   heldBehind,
   isUnexpected,
   type MessageOutcome,
@@ -21,6 +20,7 @@ import {
 } from '../../functions/core/failure-policy.ts';
 import type { ItemResult } from '../../functions/core/ports.ts';
 import {
+  decideRequeue,
   IN_CALL_RETRY,
   inCallBackoffMs,
   jittered,
@@ -51,14 +51,15 @@ function situation(overrides: Partial<CallSituation> = {}): CallSituation {
 const server = (status = 500) => new MauticTransientError({ ...at, kind: 'server', status });
 const refused = (status: number, mauticMessage?: string) =>
   new MauticPermanentError({ ...at, status, mauticMessage });
+const retryOutcome = (error: Error, reason: string, status?: number): MessageOutcome => ({
+  kind: 'retry',
+  reason,
+  ...(status === undefined ? {} : { status }),
+  message: `${error.name}: ${error.message}`,
+});
 const retryOf = (error: Error, reason: string, status?: number): Decision => ({
   kind: 'settle',
-  outcome: {
-    kind: 'retry',
-    reason,
-    ...(status === undefined ? {} : { status }),
-    message: `${error.name}: ${error.message}`,
-  },
+  outcome: retryOutcome(error, reason, status),
 });
 
 // One row per rule of contract §2 that a failed Mautic call can meet.
@@ -90,8 +91,18 @@ const afterFailure: Array<{
     },
   },
   {
-    rule: 'a 429 comes back when the window resets, and halts the run',
+    rule: 'a 429 whose reset is near is waited for inside the invocation, and no call of the run starts before it',
     error: new MauticRateLimitError({ ...at, resetAt: NOW + 4_000, limit: 2 }),
+    decision: {
+      kind: 'wait',
+      untilMs: NOW + 4_000,
+      halt: { rateLimitedUntil: NOW + 4_000 },
+    },
+  },
+  {
+    rule: 'a 429 whose reset comes after the time for calls comes back then through the queue, and halts the run',
+    error: new MauticRateLimitError({ ...at, resetAt: NOW + 4_000, limit: 2 }),
+    situation: { callsUntil: NOW + 3_000 },
     decision: {
       kind: 'settle',
       outcome: {
@@ -195,14 +206,47 @@ const afterFailure: Array<{
   {
     rule: 'the backoff doubles per attempt',
     error: server(503),
-    situation: { attempt: 2 },
+    situation: { attempt: 2, items: 1 },
     decision: { kind: 'call_again', afterMs: 300 },
   },
   {
     rule: 'a 5xx after the last attempt goes back to the queue with the failure',
     error: server(500),
-    situation: { attempt: IN_CALL_RETRY.maxAttempts },
+    situation: { attempt: IN_CALL_RETRY.maxAttempts, items: 1 },
     decision: retryOf(server(500), 'mautic_server', 500),
+  },
+  {
+    rule: 'a whole-call 5xx repeated on a call of several items: narrow it down by halves',
+    error: server(500),
+    situation: { attempt: 2, items: 8 },
+    decision: { kind: 'narrow', outcome: retryOutcome(server(500), 'mautic_server', 500) },
+  },
+  {
+    rule: 'while narrowing, a part that fails with a 5xx is narrowed again at once',
+    error: server(502),
+    situation: { attempt: 1, items: 1, narrowing: true },
+    decision: { kind: 'narrow', outcome: retryOutcome(server(502), 'mautic_server', 502) },
+  },
+  {
+    rule: 'a 503 that says when to come back is waited for when near, not narrowed',
+    error: new MauticTransientError({ ...at, kind: 'server', status: 503, retryAt: NOW + 2_000 }),
+    situation: { attempt: 2, items: 8 },
+    decision: { kind: 'wait', untilMs: NOW + 2_000, halt: { rateLimitedUntil: NOW + 2_000 } },
+  },
+  {
+    rule: 'a 503 that says to come back later than the run may wait: back to the queue until then',
+    error: new MauticTransientError({ ...at, kind: 'server', status: 503, retryAt: NOW + 600_000 }),
+    decision: {
+      kind: 'settle',
+      outcome: {
+        kind: 'retry',
+        reason: 'mautic_server',
+        notBefore: NOW + 600_000,
+        status: 503,
+        message: `MauticTransientError: POST /api/contacts/batch/new failed with status 503 (server; back at ${new Date(NOW + 600_000).toISOString()})`,
+      },
+      halt: { rateLimitedUntil: NOW + 600_000 },
+    },
   },
   {
     rule: 'a 5xx with no time left for the backoff goes back to the queue',
@@ -249,11 +293,11 @@ describe('decideAfterFailure', () => {
   it('keeps the later reset when another chunk of the run was already rate-limited longer', () => {
     const decision = decideAfterFailure(
       new MauticRateLimitError({ ...at, resetAt: NOW + 1_000, limit: 2 }),
-      situation({ halt: { rateLimitedUntil: NOW + 9_000 } }),
+      situation({ halt: { rateLimitedUntil: NOW + 20_000 } }),
     );
     expect(decision).toMatchObject({
-      outcome: { notBefore: NOW + 9_000 },
-      halt: { rateLimitedUntil: NOW + 9_000 },
+      outcome: { notBefore: NOW + 20_000 },
+      halt: { rateLimitedUntil: NOW + 20_000 },
     });
   });
 
@@ -305,6 +349,7 @@ describe('decideItem', () => {
     rule: string;
     result: ItemResult | undefined;
     merged?: boolean;
+    unrepeatable?: boolean;
     to: unknown;
   }> = [
     {
@@ -350,10 +395,44 @@ describe('decideItem', () => {
         outcome: { kind: 'rejected', reason: 'mautic_rejected_item', status: 403, message: 'no' },
       },
     },
+    {
+      rule: 'a per-item 5xx of a create Mautic does not upsert may follow its save: ambiguous_result',
+      result: { kind: 'rejected', status: 500, message: 'listener failed' },
+      unrepeatable: true,
+      to: {
+        kind: 'settle',
+        outcome: {
+          kind: 'rejected',
+          reason: 'ambiguous_result',
+          message:
+            'Mautic may have created this record; it answered 500 for this item (listener failed)',
+        },
+      },
+    },
+    {
+      rule: 'a per-item 5xx of an upserted create or an edit is retried',
+      result: { kind: 'rejected', status: 500, message: 'listener failed' },
+      to: { kind: 'settle', outcome: { kind: 'retry', reason: 'mautic_item_500' } },
+    },
+    {
+      rule: 'a per-item 4xx of a create is refused as usual',
+      result: { kind: 'rejected', status: 422, message: 'invalid' },
+      unrepeatable: true,
+      to: {
+        kind: 'settle',
+        outcome: {
+          kind: 'rejected',
+          reason: 'mautic_rejected_item',
+          status: 422,
+          message: 'invalid',
+        },
+      },
+    },
   ];
 
-  it.each(rows)('$rule', ({ result, merged, to }) => {
-    expect(decideItem(result, merged ?? false)).toEqual(to);
+  it.each(rows)('$rule', ({ result, merged, unrepeatable, to }) => {
+    const item = { merged: merged ?? false, unrepeatable: unrepeatable ?? false };
+    expect(decideItem(result, item)).toEqual(to);
   });
 });
 
@@ -381,9 +460,19 @@ describe('heldBehind (order per record)', () => {
 describe('noCallNow', () => {
   it.each([
     {
-      rule: 'a rate-limited run makes no more calls until the reset',
+      rule: 'a rate-limited run waits for a near reset before its next call',
       halt: { rateLimitedUntil: NOW + 5_000, unauthorized: 'unauthorized_token_invalid' },
-      outcome: { kind: 'retry', reason: 'rate_limited', notBefore: NOW + 5_000 },
+      outcome: { kind: 'wait', untilMs: NOW + 5_000 },
+    },
+    {
+      rule: 'a rate-limited run makes no more calls until a reset further off than it may wait',
+      halt: { rateLimitedUntil: NOW + 50_000 },
+      outcome: { kind: 'retry', reason: 'rate_limited', notBefore: NOW + 50_000 },
+    },
+    {
+      rule: 'calls start again once the reset has passed',
+      halt: { rateLimitedUntil: NOW - 1 },
+      outcome: undefined,
     },
     {
       rule: 'a run whose renewed token was refused makes no more calls',
@@ -435,6 +524,18 @@ describe('decideRequeue', () => {
       outcome: retry({ reason: 'rate_limited', notBefore: NOW + 120_000 }),
       message: fresh,
       requeue: { kind: 'delay', seconds: 120, reason: 'rate_limited' },
+    },
+    {
+      rule: 'a reset sooner than the backoff of a late receive: at the reset, not on the exponential schedule',
+      outcome: retry({ reason: 'rate_limited', notBefore: NOW + 3_500 }),
+      message: { receives: 6, firstReceivedAt: NOW - 600_000 },
+      requeue: { kind: 'delay', seconds: 4, reason: 'rate_limited' },
+    },
+    {
+      rule: 'a reset already past: back at once',
+      outcome: retry({ reason: 'rate_limited', notBefore: NOW - 1_000 }),
+      message: { receives: 4, firstReceivedAt: NOW - 60_000 },
+      requeue: { kind: 'delay', seconds: 0, reason: 'rate_limited' },
     },
     {
       rule: 'a reset beyond the longest delay is capped',

@@ -375,15 +375,55 @@ describe('MauticApiClient whole-call failures', () => {
     expect(slow).toMatchObject({ kind: 'timeout' });
     expect(aborted).toMatchObject({ kind: 'aborted' });
     expect(already).toMatchObject({ kind: 'aborted' });
-    // Whether the request may have been applied (contract §2, "No blind re-send"): a failure
-    // status says it was not; a proxy's gateway timeout (PHP goes on), a drop, a timeout or an
-    // abort in flight cannot tell.
+    // Whether the request may have been applied (contract §2, "No blind re-send"): any 5xx may
+    // follow saves (Mautic's batch has no transaction), and a proxy's gateway timeout answers
+    // while PHP goes on; a drop, a timeout or an abort in flight cannot tell either.
     expect(gatewayTimeout).toMatchObject({ kind: 'server', status: 504 });
     expect(
       [server, proxy, gatewayTimeout, dropped, slow, aborted, already].map(possiblyApplied),
-    ).toEqual([false, false, true, true, true, true, false]);
+    ).toEqual([true, true, true, true, true, true, false]);
     for (const error of [server, proxy, dropped, slow, aborted])
       expectNoSecrets(error, [call.accessToken]);
+  });
+
+  it('reads when to come back: a 503 with Retry-After took no request, one without may have; a 429 takes the later of its reset and Retry-After', async () => {
+    const before = Date.now();
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      { status: 503, headers: { 'retry-after': '7' }, body: '<html>Maintenance</html>' },
+    );
+    const maintenance = await thrownBy(() => api.create('companies', [{ companyname: 'A' }], call));
+    sim.inject({ path: '/api/companies/batch/new' }, { status: 503, body: 'busy' });
+    const bare = await thrownBy(() => api.create('companies', [{ companyname: 'A' }], call));
+    const dated = new Date(Math.ceil((Date.now() + 60_000) / 1000) * 1000);
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      { status: 503, headers: { 'retry-after': dated.toUTCString() }, body: '' },
+    );
+    const byDate = await thrownBy(() => api.create('companies', [{ companyname: 'A' }], call));
+    const reset = Math.floor(before / 1000) + 4;
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      {
+        status: 429,
+        headers: { 'x-ratelimit-reset': String(reset), 'retry-after': '30' },
+        body: '{"errors":[{"code":429,"message":"You exceeded the rate limit"}]}',
+      },
+    );
+    const limited = await thrownBy(() => api.create('companies', [{ companyname: 'A' }], call));
+    const after = Date.now();
+
+    expect(maintenance).toMatchObject({ kind: 'server', status: 503, possiblyApplied: false });
+    const retryAt = (maintenance as MauticTransientError).retryAt as number;
+    expect(retryAt).toBeGreaterThanOrEqual(before + 7_000);
+    expect(retryAt).toBeLessThanOrEqual(after + 7_000);
+    expect((maintenance as Error).message).toContain(`back at ${new Date(retryAt).toISOString()}`);
+    expect(bare).toMatchObject({ kind: 'server', status: 503, possiblyApplied: true });
+    expect((bare as MauticTransientError).retryAt).toBeUndefined();
+    expect(byDate).toMatchObject({ retryAt: dated.getTime(), possiblyApplied: false });
+    expect(limited).toBeInstanceOf(MauticRateLimitError);
+    // Retry-After (30 s from now) is later than the window's reset (4 s): never earlier.
+    expect((limited as MauticRateLimitError).resetAt).toBeGreaterThanOrEqual(before + 30_000);
   });
 
   it('tells a request that never left (connection refused) from one Mautic applied and then lost', async () => {

@@ -12,14 +12,20 @@ import { decodeBody } from '../../mautic-simulator/symfony.ts';
 export function inMemoryMautic(
   now: () => number,
   options: {
-    /** Called per request: true answers a proxy's 503 without Mautic doing anything. */
+    /**
+     * Called per request: true answers a proxy's 503 without Mautic doing anything, saying to
+     * come back in a minute (a bare 503 may follow saves: the relay would not repeat a create).
+     */
     fail?: () => boolean;
   } = {},
 ): { state: EntityState; fetch: FetchLike } {
   const state = createEntityState(now, 200);
   const fetch: FetchLike = async (url, init) => {
     if (options.fail?.())
-      return new Response('<html>503 Service Unavailable</html>', { status: 503 });
+      return new Response('<html>503 Service Unavailable</html>', {
+        status: 503,
+        headers: { 'retry-after': '60' },
+      });
     const { pathname, search } = new URL(url);
     const method = (init.method ?? 'GET').toUpperCase();
     const headers: IncomingHttpHeaders = {};

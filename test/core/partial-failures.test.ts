@@ -1,0 +1,238 @@
+/**
+ * Issue 24 at the delivery's level, against the simulator over real HTTP: a create Mautic may
+ * have saved before a 5xx is never sent again; a time Mautic names (a rate limit's reset, a
+ * 503's Retry-After) is waited for, never called before; one item that fails every call it is
+ * in is narrowed down so the others are delivered.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { planBatches } from '../../functions/core/batch-plan.ts';
+import { deliverChunks } from '../../functions/core/delivery.ts';
+import {
+  DEFAULT_DELIVERY_OPTIONS,
+  type DeliveryDeps,
+} from '../../functions/core/delivery-calls.ts';
+import type { QueuedEvent } from '../../functions/core/events.ts';
+import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
+import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
+import { InMemoryActionLedger } from '../support/action-ledger.ts';
+import { incoming } from '../support/events.ts';
+import { recorder } from '../support/observe.ts';
+
+const START = Date.parse('2026-11-21T00:00:00Z');
+let now = START;
+let sim: MauticSimulator;
+let deps: DeliveryDeps;
+let sleeps: number[];
+const observed = recorder();
+
+type Event = Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>;
+
+async function deliver(events: Event[], deadlineMs = 60_000) {
+  const chunks = planBatches(events.map(incoming), 200);
+  const ids = chunks.flatMap((c) => c.items.flatMap((item) => item.messageIds));
+  const outcomes = await deliverChunks(chunks, now + deadlineMs, deps, DEFAULT_DELIVERY_OPTIONS);
+  return ids.map((id) => outcomes.get(id) as MessageOutcome);
+}
+
+const apiCalls = (path?: string) =>
+  sim.requests.filter((r) => r.path.startsWith('/api/') && (path === undefined || r.path === path));
+
+beforeEach(async () => {
+  now = START;
+  sleeps = [];
+  observed.clear();
+  sim = await startMauticSimulator({ now: () => now });
+  const token = sim.issueToken().accessToken;
+  deps = {
+    api: new MauticApiClient({ baseUrl: sim.url, fetch, now: () => now }),
+    tokens: { accessToken: async () => token },
+    logger: observed.logger,
+    metrics: observed.metrics,
+    clock: { now: () => now },
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      now += ms;
+    },
+    random: () => 0.5,
+    learnedLimit: { value: undefined },
+    ledger: new InMemoryActionLedger(),
+  };
+});
+
+afterEach(async () => {
+  await sim.close();
+});
+
+const company = (name: string): Event => ({
+  entity: 'companies',
+  action: 'create',
+  data: { companyname: name },
+});
+
+describe('a create Mautic may have saved before a 5xx (no doubling)', () => {
+  it.each([500, 502, 503, 504])(
+    'dead-letters every create of an entity Mautic does not upsert after a whole-call %i, and never sends it again',
+    async (status) => {
+      sim.inject({ path: '/api/companies/batch/new' }, { status, body: '' }, 5);
+
+      const outcomes = await deliver([company('Acme'), company('Globex')]);
+
+      expect(outcomes).toEqual([
+        expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
+        expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
+      ]);
+      expect(apiCalls('/api/companies/batch/new')).toHaveLength(1);
+    },
+  );
+
+  it('still retries a 503 that says when to come back (the server took no request)', async () => {
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      { status: 503, headers: { 'retry-after': '3' }, body: '' },
+    );
+
+    const outcomes = await deliver([company('Acme')]);
+
+    expect(outcomes.map((o) => o.kind)).toEqual(['delivered']);
+    // It waited the 3 s Mautic named inside the invocation, then called again.
+    expect(sleeps).toEqual([3_000]);
+    expect(apiCalls('/api/companies/batch/new')).toHaveLength(2);
+  });
+
+  it('dead-letters a create whose own item answered 5xx, and delivers the rest of the call', async () => {
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      {
+        status: 201,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          companies: { 1: { id: 7, fields: { all: { id: 7, companyname: 'Globex' } } } },
+          statusCodes: [500, 201],
+          errors: { 0: { code: 500, message: 'Looks like I encountered an error', type: null } },
+        }),
+      },
+    );
+
+    const outcomes = await deliver([company('Acme'), company('Globex')]);
+
+    expect(outcomes).toEqual([
+      {
+        kind: 'rejected',
+        reason: 'ambiguous_result',
+        message:
+          'Mautic may have created this record; it answered 500 for this item (Looks like I encountered an error)',
+      },
+      expect.objectContaining({ kind: 'delivered' }),
+    ]);
+  });
+
+  it('sends a contact create with an email again after a 5xx: Mautic upserts it by email', async () => {
+    sim.inject({ path: '/api/contacts/batch/new' }, { status: 500, body: '' }, 1);
+
+    const outcomes = await deliver([
+      { entity: 'contacts', action: 'create', data: { email: 'ann@example.com' } },
+    ]);
+
+    expect(outcomes.map((o) => o.kind)).toEqual(['delivered']);
+    expect(sim.records('contacts').filter((c) => c.email === 'ann@example.com')).toHaveLength(1);
+  });
+});
+
+describe('a time Mautic names (rate limit, Retry-After)', () => {
+  it('waits for a near reset inside the invocation, and no call of the run starts before it', async () => {
+    sim.setRateLimit({ limit: 1, windowSeconds: 4 });
+    const events: Event[] = [
+      ...Array.from({ length: 3 }, (_, i) => company(`Co ${i}`)),
+      { entity: 'contacts', action: 'create', data: { email: 'ann@example.com' } },
+    ];
+
+    const outcomes = await deliver(events.slice(0, 3), 60_000);
+    const second = await deliver(events.slice(3), 60_000);
+
+    expect([...outcomes, ...second].map((o) => o.kind)).toEqual([
+      'delivered',
+      'delivered',
+      'delivered',
+      'delivered',
+    ]);
+    // Each call after the first waited for the window's reset, none went earlier.
+    const calls = apiCalls();
+    const limited = calls.filter((call) => call.status === 429);
+    expect(limited.length).toBeLessThan(calls.length - limited.length);
+    const okAt = calls.filter((call) => call.status < 300).map((call) => call.at);
+    for (let i = 1; i < okAt.length; i++) {
+      expect((okAt[i] as number) - (okAt[i - 1] as number)).toBeGreaterThanOrEqual(0);
+    }
+  });
+
+  it('sends the events back to the queue until a reset further off than the run may wait, and makes no call before it', async () => {
+    sim.setRateLimit({ limit: 1, windowSeconds: 3600 });
+    await deliver([company('First')]);
+    const before = apiCalls().length;
+
+    const outcomes = await deliver([company('A'), company('B')]);
+
+    expect(outcomes).toEqual([
+      expect.objectContaining({
+        kind: 'retry',
+        reason: 'rate_limited',
+        notBefore: START + 3_600_000,
+      }),
+      expect.objectContaining({
+        kind: 'retry',
+        reason: 'rate_limited',
+        notBefore: START + 3_600_000,
+      }),
+    ]);
+    // One call learned the reset; none followed it.
+    expect(apiCalls().length - before).toBe(1);
+  });
+});
+
+describe('one bad item never holds a batch hostage', () => {
+  it('narrows a whole-call 5xx down to the item that causes it; the others are delivered in the same run', async () => {
+    const contacts = Array.from({ length: 16 }, (_, i) =>
+      sim.seed('contacts', { email: `c${i}@example.com` }),
+    );
+    const poisoned = contacts[11]?.id as number;
+    sim.poison({ path: '/api/contacts/batch/edit' }, 'id', poisoned);
+
+    const outcomes = await deliver(
+      contacts.map((contact) => ({
+        entity: 'contacts',
+        action: 'edit',
+        id: contact.id,
+        data: { firstname: 'Renamed' },
+      })),
+    );
+
+    expect(outcomes.map((o) => o.kind)).toEqual(
+      contacts.map((contact) => (contact.id === poisoned ? 'retry' : 'delivered')),
+    );
+    expect(outcomes[11]).toMatchObject({ reason: 'mautic_server', status: 500 });
+    // Two tries of the whole call, then a try of each half of each narrowed part: 2 + 2 × 4.
+    const edits = apiCalls('/api/contacts/batch/edit');
+    expect(edits.length).toBeLessThanOrEqual(10);
+    expect(sim.records('contacts').filter((c) => c.firstname === 'Renamed')).toHaveLength(15);
+  });
+
+  it('stops narrowing when both halves fail: Mautic fails every call, not one item', async () => {
+    sim.inject({ path: '/api/contacts/batch/edit' }, { status: 500, body: '' }, 100);
+    const contacts = Array.from({ length: 16 }, (_, i) =>
+      sim.seed('contacts', { email: `c${i}@example.com` }),
+    );
+
+    const outcomes = await deliver(
+      contacts.map((contact) => ({
+        entity: 'contacts',
+        action: 'edit',
+        id: contact.id,
+        data: { firstname: 'X' },
+      })),
+    );
+
+    expect(new Set(outcomes.map((o) => o.kind))).toEqual(new Set(['retry']));
+    expect(apiCalls('/api/contacts/batch/edit')).toHaveLength(4);
+  });
+});
