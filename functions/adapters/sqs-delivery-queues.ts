@@ -11,12 +11,12 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { DeadLetter, DeliveryQueues, Logger, QueuedMessage } from '../core/ports.ts';
 import { awsErrorCode } from './aws-error-code.ts';
+import { stringAttribute } from './sqs-attributes.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
 
 /** SQS allows 10 message attributes; these are the relay's own on a dead letter. */
 const RELAY_ATTRIBUTES = 7;
 const MAX_ATTRIBUTES = 10;
-const MAX_DETAIL_CHARS = 1024;
 const ATTRIBUTE_ALLOWANCE_BYTES = 4 * 1024;
 
 /** ReceiveMessage calls the batch function keeps in flight while it gathers its batch. */
@@ -245,12 +245,10 @@ function deadLetterAttributes(letter: DeadLetter): Record<string, MessageAttribu
       };
     }
   }
-  const text = (value: string): MessageAttributeValue => ({
-    DataType: 'String',
-    StringValue: value || '-',
-  });
+  // Every value SQS can take: characters it refuses replaced, cut between code points.
+  const text = (value: string) => stringAttribute(value);
   attributes['relay.reason'] = text(letter.reason);
-  attributes['relay.detail'] = text(letter.detail.slice(0, MAX_DETAIL_CHARS));
+  attributes['relay.detail'] = text(letter.detail);
   if (letter.status !== undefined)
     attributes['relay.status'] = { DataType: 'Number', StringValue: String(letter.status) };
   if (letter.eventId !== undefined) attributes['relay.eventId'] = text(letter.eventId);
