@@ -1,6 +1,9 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { StoredSourceSecret } from '../core/ports.ts';
 
+/** How long one read of a source's secret may take; one that takes longer counts as unread. */
+const READ_TIMEOUT_MS = 3_000;
+
 /**
  * Each source's secret as stored in Secrets Manager, one secret per source named
  * `<prefix><source name>` (the stack creates them, `sources set-secret` writes them). Read one
@@ -20,7 +23,10 @@ export class SecretsManagerSourceSecrets {
   async read(names: ReadonlyArray<string>): Promise<ReadonlyMap<string, StoredSourceSecret>> {
     const answers = await Promise.allSettled(
       names.map((name) =>
-        this.#client.send(new GetSecretValueCommand({ SecretId: `${this.#prefix}${name}` })),
+        this.#client.send(new GetSecretValueCommand({ SecretId: `${this.#prefix}${name}` }), {
+          // Bounded: the read runs before a request, which must not wait on a slow store.
+          abortSignal: AbortSignal.timeout(READ_TIMEOUT_MS),
+        }),
       ),
     );
     return new Map(

@@ -131,7 +131,10 @@ export class StoredSecretSources implements SourceRegistry {
   readonly #sources = new Map<string, CompiledSource>();
   /** Each source's stored text as last compiled, to recompile only what changed. */
   readonly #stored = new Map<string, string | undefined>();
+  /** The sources whose secret could not be read at the last try: read again sooner, alone. */
+  readonly #unread = new Set<string>();
   #nextReadAt = Number.NEGATIVE_INFINITY;
+  #nextRetryAt = Number.NEGATIVE_INFINITY;
 
   /**
    * Throws a `SourceConfigError` naming the source and the problem when an expression does not
@@ -148,44 +151,47 @@ export class StoredSecretSources implements SourceRegistry {
   }
 
   /**
-   * Reads the stored secrets when the cache period has passed (always, the first time), or
-   * sooner while one could not be read. Never throws for a secret that cannot be read: the
-   * function starts, and that source alone answers 503.
+   * Reads every stored secret when the cache period has passed (always, the first time), and in
+   * between, every 15 s, only those that could not be read. Never throws for a secret that
+   * cannot be read: the function starts, and that source alone answers 503.
    */
   async refresh(): Promise<void> {
     const { clock, cacheMs, store } = this.#options;
     const now = clock.now();
-    if (now < this.#nextReadAt) return;
-    this.#nextReadAt = now + cacheMs;
+    const all = now >= this.#nextReadAt;
+    if (!all && (this.#unread.size === 0 || now < this.#nextRetryAt)) return;
+    if (all) this.#nextReadAt = now + cacheMs;
+    this.#nextRetryAt = now + Math.min(cacheMs, UNREADABLE_RETRY_MS);
+    const definitions = all
+      ? this.#definitions
+      : this.#definitions.filter(({ name }) => this.#unread.has(name));
     let stored: ReadonlyMap<string, StoredSourceSecret>;
     try {
-      stored = await store.read(this.#definitions.map((definition) => definition.name));
+      stored = await store.read(definitions.map((definition) => definition.name));
     } catch (error) {
       // A store that breaks its promise of one answer per source: every source unread.
-      stored = new Map(this.#definitions.map(({ name }) => [name, { unreadable: error }]));
+      stored = new Map(definitions.map(({ name }) => [name, { unreadable: error }]));
     }
-    for (const definition of this.#definitions) {
+    for (const definition of definitions) {
       const secret = stored.get(definition.name) ?? { unreadable: new Error('no answer') };
-      if ('unreadable' in secret) {
-        this.#unreadable(definition, secret.unreadable);
-        this.#nextReadAt = Math.min(this.#nextReadAt, now + UNREADABLE_RETRY_MS);
-      } else if (
-        !this.#stored.has(definition.name) ||
-        this.#stored.get(definition.name) !== secret.text
-      ) {
-        this.#take(definition, secret.text);
+      if ('unreadable' in secret) this.#unreadable(definition, secret.unreadable);
+      else {
+        this.#unread.delete(definition.name);
+        if (this.#stored.get(definition.name) !== secret.text || !this.#stored.has(definition.name))
+          this.#take(definition, secret.text);
       }
     }
   }
 
-  /** A secret that could not be read: keep what the source had, or answer 503 for now. */
+  /** A secret that could not be read: the source stays as it was, or answers 503 for now. */
   #unreadable(definition: SourceDefinition, error: unknown): void {
     const name = definition.name;
+    this.#unread.add(name);
     const had = this.#stored.has(name);
     if (!had) this.#sources.set(name, { ...this.#bare(definition), secretUnreadable: true });
     this.#options.logger.error(
-      `Source "${name}": its secret could not be read; ${had ? 'the source keeps the secrets it had' : 'its requests get 503 (send again) until it can be'}`,
-      { source: name, error: describeError(error) },
+      `Source "${name}": its secret could not be read; ${had ? 'the source stays as it was' : 'its requests get 503 (send again) until it can be'}, tried again within ${UNREADABLE_RETRY_MS / 1000} s`,
+      { event: 'source_secret_unreadable', source: name, error: describeError(error) },
     );
   }
 

@@ -9,10 +9,11 @@ export const LAMBDA_ENVIRONMENT_BYTES = 4096;
  * A value CloudFormation fills in at deploy time (a queue's URL, a table's name, a secret's ARN)
  * is not known at synth, so each is counted at the longest it can be. AWS documents the
  * formats; the parts left open are bounded by their documented maxima: a region name (at most
- * 14 characters today, e.g. ap-southeast-4), an account id (12), a queue name (80), a generated
- * physical name (`<stack>-<logical id>-<13 random>`), a secret's 6-character suffix.
+ * 15 characters today, e.g. us-isof-south-1), an account id (12), a queue name (80), a generated
+ * physical name (`<stack>-<logical id>-<13 random>`), a secret's 6-character suffix. Lambda
+ * measures the variables as JSON, so a `"` or `\` in a value counts twice.
  */
-const LONGEST_REGION = 14;
+const LONGEST_REGION = 15;
 const LONGEST_PARTITION = 'aws-us-gov'.length;
 const ACCOUNT = 12;
 const LONGEST_QUEUE_NAME = 80;
@@ -32,12 +33,15 @@ export function environmentBytesBound(fn: CfnFunction): {
   const resolved = stack.resolve(fn.environment) as { variables?: Record<string, unknown> };
   const variables = Object.entries(resolved?.variables ?? {}).map(([name, value]) => ({
     name,
-    bytes: typeof value === 'string' ? Buffer.byteLength(value) : deployTimeBound(stack, value),
+    bytes:
+      typeof value === 'string'
+        ? Buffer.byteLength(JSON.stringify(value)) - 2
+        : deployTimeBound(stack, value),
   }));
   const total = variables.reduce(
-    // "NAME":"value", and the braces once.
+    // "NAME":"value" and a comma each, and the braces less one comma.
     (sum, variable) => sum + Buffer.byteLength(variable.name) + variable.bytes + 6,
-    2,
+    1,
   );
   return { total, variables: variables.sort((a, b) => b.bytes - a.bytes) };
 }

@@ -124,7 +124,7 @@ export async function environmentSources(
   const configured = await configuredDocument(environment, dir);
   return {
     label: `${environment} (deployed)`,
-    definitions: document === undefined ? [] : parseSourcesDocument(JSON.parse(document)),
+    definitions: deployedDefinitions(document, functionName, environment),
     limits: {
       maxBodyBytes: config.maxBodyBytes,
       maxEvents: config.maxEvents,
@@ -137,6 +137,22 @@ export async function environmentSources(
           notice: `The sources of ${environment} in ${join(dir, 'cdk.json')} differ from the deployed ones, which this uses: "npx cdk deploy -c env=${environment}" deploys them; "--local" tests a draft in SOURCES_FILE.`,
         }),
   };
+}
+
+/** The deployed document's sources; one this version cannot read says to deploy it. */
+function deployedDefinitions(
+  document: string | undefined,
+  functionName: string,
+  environment: string,
+): SourceDefinition[] {
+  if (document === undefined) return [];
+  try {
+    return parseSourcesDocument(JSON.parse(document));
+  } catch (error) {
+    throw new SetupError(
+      `The sources document of ${functionName} (${environment}) cannot be read by this version (${error instanceof SourceConfigError ? error.message : 'not JSON'}): deploy this version (npx cdk deploy -c env=${environment}).`,
+    );
+  }
 }
 
 /** The document `cdk synth` would give the environment now, or undefined when it cannot tell. */

@@ -236,6 +236,15 @@ describe('sources list', () => {
       out: 'No sources in dev (deployed).',
       err: '',
     });
+    deployed({
+      SOURCES_DOCUMENT: '{"sources": {"shop": {"verify": {"scheme": "carrier-pigeon"}}}}',
+    });
+    const unreadable = await run(['sources', 'list', '--env', 'dev']);
+
+    expect(unreadable.code).toBe(EXIT.setup);
+    expect(unreadable.err).toContain(
+      'The sources document of MauticRelay-dev-Ingest (dev) cannot be read by this version (Source "shop":',
+    );
     expect(older.code).toBe(EXIT.setup);
     expect(older.err).toContain(
       'The stack MauticRelay-dev has no output IngestFunctionName: deploy this version of the relay (npx cdk deploy -c env=dev)',

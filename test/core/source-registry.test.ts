@@ -212,10 +212,50 @@ describe('StoredSecretSources', () => {
     expect(sources.get('forms')?.authenticate(BODY, signedWith(ROTATED), 0)).toBe(true);
     expect(lines).toEqual([
       expect.stringMatching(
-        /^error Source "forms": its secret could not be read; its requests get 503 \(send again\) until it can be .*Secrets Manager is down/,
+        /^error Source "forms": its secret could not be read; its requests get 503 \(send again\) until it can be, tried again within 15 s .*source_secret_unreadable.*Secrets Manager is down/,
       ),
     ]);
     expectNoSecrets(lines, [SECRET, ROTATED]);
+  });
+
+  it('reads again only the secrets that could not be read, between full reads; a 503 source whose value then cannot work answers 401', async () => {
+    const names: string[][] = [];
+    const values = new Map<string, string | undefined>([
+      ['shop', formatSourceSecret([SECRET])],
+      ['forms', '{"secrets": 7}'],
+    ]);
+    let failing = ['forms'];
+    const store: SourceSecretStore = {
+      read: async (asked) => {
+        names.push([...asked]);
+        return new Map(
+          asked.map((name) => [
+            name,
+            failing.includes(name) ? { unreadable: new Error('down') } : { text: values.get(name) },
+          ]),
+        );
+      },
+    };
+    let now = 0;
+    const { logger, lines } = recordingLogger();
+    const sources = new StoredSecretSources(definitions, {
+      store,
+      cacheMs: 300_000,
+      clock: { now: () => now },
+      logger,
+    });
+
+    await sources.refresh();
+    failing = [];
+    now = 15_000;
+    await sources.refresh();
+
+    expect(names).toEqual([['shop', 'forms'], ['forms']]);
+    expect(sources.get('forms')?.secretUnreadable).toBeUndefined();
+    expect(sources.get('forms')?.authenticate(BODY, signedWith(SECRET), 0)).toBe(false);
+    expect(lines.at(-1)).toMatch(
+      /^error Source "forms": the stored secret must be .*refused \(401\)/,
+    );
   });
 
   it('keeps the secrets in hand when a later read fails, and says so', async () => {
@@ -235,10 +275,10 @@ describe('StoredSecretSources', () => {
     expect(sources.get('shop')?.secretUnreadable).toBeUndefined();
     expect(lines.slice(-2)).toEqual([
       expect.stringMatching(
-        /^error Source "shop": its secret could not be read; the source keeps the secrets it had/,
+        /^error Source "shop": its secret could not be read; the source stays as it was/,
       ),
       expect.stringMatching(
-        /^error Source "forms": its secret could not be read; the source keeps/,
+        /^error Source "forms": its secret could not be read; the source stays as it was/,
       ),
     ]);
   });

@@ -34,6 +34,7 @@ function functionWith(region?: string) {
       SECRET: secret.secretArn,
       FUNCTION: other.functionName,
       PLAIN: 'https://mautic.example.com',
+      QUOTED: '{"sources":{"a\\b":1}}',
     },
   });
   return environmentBytesBound(fn.node.defaultChild as lambda.CfnFunction);
@@ -46,19 +47,29 @@ describe('the bound on a function’s environment once deployed', () => {
   it('counts a plain value as it is, and each deploy-time value at the longest AWS documents', () => {
     const bound = functionWith();
     // The longest of each, by the formats AWS documents.
-    const longestQueueUrl = `https://sqs.ap-southeast-4.amazonaws.com.cn/123456789012/${'q'.repeat(80)}`;
+    const longestQueueUrl = `https://sqs.us-isof-south-1.amazonaws.com.cn/123456789012/${'q'.repeat(80)}`;
     const longestSecretArn =
-      'arn:aws-us-gov:secretsmanager:ap-southeast-4:123456789012:secret:MauticRelay/production-eu/token-AbCdEf';
+      'arn:aws-us-gov:secretsmanager:us-isof-south-1:123456789012:secret:MauticRelay/production-eu/token-AbCdEf';
     const generatedTableName = `MauticRelay-production-eu-DedupTable${'X'.repeat(8)}-${'R'.repeat(13)}`;
 
     expect(bytesOf(bound, 'PLAIN')).toBe('https://mautic.example.com'.length);
+    // Lambda measures the variables as JSON: each quote and backslash takes two bytes there.
+    expect(bytesOf(bound, 'QUOTED')).toBe('{\\"sources\\":{\\"a\\\\b\\":1}}'.length);
     expect(bytesOf(bound, 'QUEUE')).toBe(longestQueueUrl.length);
     expect(bytesOf(bound, 'SECRET')).toBe(longestSecretArn.length);
     expect(bytesOf(bound, 'TABLE')).toBeGreaterThanOrEqual(generatedTableName.length);
     const generatedFunctionName = `MauticRelay-production-eu-Refresh${'X'.repeat(8)}-${'R'.repeat(13)}`;
     expect(bytesOf(bound, 'FUNCTION')).toBe(generatedFunctionName.length);
-    const json = bound.variables.reduce((sum, v) => sum + v.name.length + v.bytes + 6, 2);
-    expect(bound.total).toBe(json);
+    // The whole map as Lambda measures it, each deploy-time value at its longest.
+    const longest: Record<string, string> = {
+      QUEUE: longestQueueUrl,
+      SECRET: longestSecretArn,
+      TABLE: 'T'.repeat(bytesOf(bound, 'TABLE') as number),
+      FUNCTION: 'F'.repeat(bytesOf(bound, 'FUNCTION') as number),
+      PLAIN: 'https://mautic.example.com',
+      QUOTED: '{"sources":{"a\\b":1}}',
+    };
+    expect(bound.total).toBe(Buffer.byteLength(JSON.stringify(longest)));
     expect(bound.variables.map((v) => v.bytes)).toEqual(
       [...bound.variables.map((v) => v.bytes)].sort((a, b) => b - a),
     );
