@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   IdempotencyAlreadyInProgressError,
   IdempotencyConfig,
@@ -5,7 +6,7 @@ import {
   makeIdempotent,
 } from '@aws-lambda-powertools/idempotency';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import type {
   LedgerAnswer,
   LedgerOutcome,
@@ -22,6 +23,8 @@ import { awsErrorCode } from './aws-error-code.ts';
 
 /** Records are shared by every version of the function, whatever its name. */
 const KEY_PREFIX = 'ingest';
+/** A try's progress, apart from Powertools' records (`ingest#…`) and the action ledger's. */
+const PROGRESS_PREFIX = 'ingest-progress#';
 /** How long a claim lasts when the caller knows no deadline (Lambda always gives one). */
 const CLAIM_WITHOUT_DEADLINE_MS = 30_000;
 
@@ -36,8 +39,15 @@ class NotRemembered extends Error {
  * as COMPLETED with the body's hash, and records expire after `windowSeconds` (Powertools checks
  * the expiry itself; the table's TTL only sweeps them away). Only answers marked `remember` are
  * kept: for any other, the in-progress record is deleted, so the id stays free.
+ *
+ * The progress of a try not remembered (the events a 503 had queued) is an item of its own,
+ * `ingest-progress#<SHA-256 of the id>` with the body's hash, written while the try still holds
+ * the claim and read by the next try once it holds it, so two tries never share one: a claim
+ * is what orders them. It expires after `windowSeconds` as a record does (checked here too).
  */
 export class DynamoDbRequestLedger implements RequestLedger {
+  readonly #client: DynamoDBClient;
+  readonly #tableName: string;
   readonly #store: DynamoDBPersistenceLayer;
   readonly #windowSeconds: number;
   readonly #logger: Logger;
@@ -47,6 +57,8 @@ export class DynamoDbRequestLedger implements RequestLedger {
     tableName: string,
     options: { windowSeconds: number; logger: Logger },
   ) {
+    this.#client = client;
+    this.#tableName = tableName;
     this.#store = new DynamoDBPersistenceLayer({
       tableName,
       awsSdkV3Client: client,
@@ -59,7 +71,7 @@ export class DynamoDbRequestLedger implements RequestLedger {
 
   async once<T extends LedgerAnswer>(
     identity: RequestIdentity,
-    accept: () => Promise<T>,
+    accept: (progress: string | undefined) => Promise<T>,
     options: { remainingTimeMs: number | undefined; requestId: string | undefined },
   ): Promise<LedgerOutcome<T>> {
     // One config per request: registerLambdaContext mutates it, and the local stack serves
@@ -82,13 +94,20 @@ export class DynamoDbRequestLedger implements RequestLedger {
     let failed: { error: unknown } | undefined;
     const run = makeIdempotent(
       async (_identity: RequestIdentity) => {
+        // A progress that cannot be read is the store failing: 503, nothing done.
+        const progress = await this.#readProgress(identity);
         try {
-          answered = await accept();
+          answered = await accept(progress);
         } catch (error) {
           failed = { error };
           throw error;
         }
-        if (!answered.remember) throw new NotRemembered();
+        if (!answered.remember) {
+          if (answered.progress !== undefined) {
+            await this.#keepProgress(identity, answered.progress, options.requestId);
+          }
+          throw new NotRemembered();
+        }
         return { status: answered.status, body: answered.body };
       },
       { persistenceStore: this.#store, config, keyPrefix: KEY_PREFIX },
@@ -112,6 +131,54 @@ export class DynamoDbRequestLedger implements RequestLedger {
       this.#storeFailed(error, options.requestId);
       return { kind: 'unavailable' };
     }
+  }
+
+  /** The progress the last try of this request (same id and body) left, if it is still kept. */
+  async #readProgress(identity: RequestIdentity): Promise<string | undefined> {
+    const { Item: item } = await this.#client.send(
+      new GetItemCommand({
+        TableName: this.#tableName,
+        Key: this.#progressKey(identity),
+        ConsistentRead: true,
+      }),
+    );
+    const expiry = Number(item?.[DEDUP_TTL_ATTRIBUTE]?.N);
+    if (!(expiry > Date.now() / 1000) || item?.bodyHash?.S !== identity.bodyHash) return undefined;
+    return item.progress?.S;
+  }
+
+  /**
+   * Keeps a try's progress (at most 500 event ids of 128 characters: far below DynamoDB's 400 KB
+   * an item). If that fails, the answer stands (503) and the next try starts from nothing: what
+   * this one queued is queued again, at least once as after a crash.
+   */
+  async #keepProgress(
+    identity: RequestIdentity,
+    progress: string,
+    requestId: string | undefined,
+  ): Promise<void> {
+    try {
+      await this.#client.send(
+        new PutItemCommand({
+          TableName: this.#tableName,
+          Item: {
+            ...this.#progressKey(identity),
+            bodyHash: { S: identity.bodyHash },
+            progress: { S: progress },
+            [DEDUP_TTL_ATTRIBUTE]: {
+              N: String(Math.floor(Date.now() / 1000) + this.#windowSeconds),
+            },
+          },
+        }),
+      );
+    } catch (error) {
+      this.#storeFailed(error, requestId);
+    }
+  }
+
+  #progressKey(identity: RequestIdentity) {
+    const hash = createHash('sha256').update(identity.key).digest('base64url');
+    return { [DEDUP_TABLE_KEY]: { S: `${PROGRESS_PREFIX}${hash}` } };
   }
 
   #storeFailed(error: unknown, requestId: string | undefined): void {

@@ -15,8 +15,8 @@ const BATCHES_IN_FLIGHT = 8;
  * failed, so `Failed[]` is read and those entries (or a whole batch whose call threw) are retried
  * with backoff; if any still fail the whole request fails with `QueueUnavailableError`, for the
  * sender to retry. Batches go out concurrently (bounded), so some may be queued when the request
- * fails, as could already happen when a later batch failed: the contract's retry of the whole
- * request covers both.
+ * fails: `queued` is told of every message SQS took, for the ingest to keep with the request's
+ * claim, so that the sender's retry of the whole request queues only the rest.
  *
  * A record's events keep their order (contract §2): a batch holds at most one event of a record,
  * so an entry retried alone cannot fall behind a later event of its record that succeeded; and a
@@ -32,14 +32,17 @@ export class SqsEventQueue implements EventQueue {
     this.#queueUrl = queueUrl;
   }
 
-  async enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void> {
+  async enqueue(
+    messages: ReadonlyArray<OutgoingMessage>,
+    queued: (message: OutgoingMessage) => void = () => {},
+  ): Promise<void> {
     const batches = groupsOf(
       messages,
       (message) => Buffer.byteLength(message.body),
       (message) => message.groupId,
     );
     const after = earlierBatchesOfTheirRecords(batches);
-    const last: FailureReason = {};
+    const tries: Tries = { total: messages.length, last: {}, queued };
     /** Per batch: true once queued, false when it was not sent because an earlier one failed. */
     const sent: Array<Promise<boolean>> = [];
     // BATCHES_IN_FLIGHT at a time: one after another, a 500-event request waited 50 round trips.
@@ -53,7 +56,7 @@ export class SqsEventQueue implements EventQueue {
         sent[index] = (async () => {
           const earlier = await Promise.allSettled((after[index] ?? []).map((i) => sent[i]));
           if (earlier.some((result) => result.status === 'rejected' || !result.value)) return false;
-          await this.#enqueueGroup(batches[index] as OutgoingMessage[], messages.length, last);
+          await this.#enqueueGroup(batches[index] as OutgoingMessage[], tries);
           return true;
         })();
         try {
@@ -67,35 +70,32 @@ export class SqsEventQueue implements EventQueue {
     if (failure !== undefined) throw failure;
   }
 
-  async #enqueueGroup(
-    group: ReadonlyArray<OutgoingMessage>,
-    total: number,
-    last: FailureReason,
-  ): Promise<void> {
+  async #enqueueGroup(group: ReadonlyArray<OutgoingMessage>, tries: Tries): Promise<void> {
     let pending = group.map((message, index): [string, OutgoingMessage] => [
       String(index),
       message,
     ]);
     for (let attempt = 0; pending.length > 0; attempt++) {
-      const failed = await this.#send(pending, last);
+      const failed = await this.#send(pending, tries);
       pending = pending.filter(([id]) => failed.has(id));
       if (pending.length === 0) break;
       const wait = ENQUEUE_RETRY_DELAYS_MS[attempt];
       if (wait === undefined) {
         throw new QueueUnavailableError(
-          `${pending.length} of ${total} events could not be queued`,
-          last,
+          `${pending.length} of ${tries.total} events could not be queued`,
+          tries.last,
         );
       }
       await sleep(wait);
     }
   }
 
-  /** Sends the entries; resolves the ids that failed and notes in `last` what SQS last said. */
-  async #send(
-    entries: Array<[string, OutgoingMessage]>,
-    last: FailureReason,
-  ): Promise<Set<string>> {
+  /**
+   * Sends the entries; tells `queued` of each SQS took, resolves the ids of the others and notes
+   * in `last` what SQS last said.
+   */
+  async #send(entries: Array<[string, OutgoingMessage]>, tries: Tries): Promise<Set<string>> {
+    const { last } = tries;
     try {
       const answer = await this.#client.send(
         new SendMessageBatchCommand({
@@ -108,6 +108,8 @@ export class SqsEventQueue implements EventQueue {
           })),
         }),
       );
+      const failed = new Set(notListed(entries, answer.Successful));
+      for (const [id, message] of entries) if (!failed.has(id)) tries.queued(message);
       // SQS blames the message itself: sending it again cannot help.
       const refused = answer.Failed?.find((failure) => failure.SenderFault);
       if (refused) {
@@ -116,12 +118,12 @@ export class SqsEventQueue implements EventQueue {
           { error: 'SenderFault', code: refused.Code },
         );
       }
-      const failed = answer.Failed?.[0];
-      if (failed) {
+      const first = answer.Failed?.[0];
+      if (first) {
         last.error = 'BatchEntryFailed';
-        last.code = failed.Code;
+        last.code = first.Code;
       }
-      return new Set(notListed(entries, answer.Successful));
+      return failed;
     } catch (error) {
       if (error instanceof QueueUnavailableError) throw error;
       last.error = error instanceof Error ? error.name : typeof error;
@@ -135,6 +137,13 @@ export class SqsEventQueue implements EventQueue {
 interface FailureReason {
   error?: string | undefined;
   code?: string | undefined;
+}
+
+/** What the batches of one `enqueue` share: its size, what SQS last said, whom to tell. */
+interface Tries {
+  total: number;
+  last: FailureReason;
+  queued: (message: OutgoingMessage) => void;
 }
 
 /** For each batch, the earlier batches that hold an event of one of its records. */

@@ -9,9 +9,7 @@ import { QueueUnavailableError } from '../core/errors.ts';
 import type { SourceDeadLetter, SourceDeadLetterQueue } from '../core/ports.ts';
 import { ENQUEUE_RETRY_DELAYS_MS } from '../core/retry-policy.ts';
 import { awsErrorCode } from './aws-error-code.ts';
-
-/** As the batch function cuts a dead letter's detail (sqs-delivery-queues.ts). */
-const MAX_DETAIL_CHARS = 1024;
+import { stringAttribute } from './sqs-attributes.ts';
 
 /**
  * The ingest's dead letters: a source payload it could not map (contract §6), sent to the FIFO
@@ -59,22 +57,17 @@ export class SqsSourceDeadLetters implements SourceDeadLetterQueue {
   }
 }
 
-/** What SQS refuses in a message or attribute: outside #x9, #xA, #xD, #x20–#xD7FF, #xE000–#xFFFD, #x10000–#x10FFFF. */
-const NOT_SQS_TEXT = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu;
-
+/**
+ * The letter's attributes, each through `stringAttribute`: the id and the detail may quote the
+ * payload (its idempotency key, a jsonata error), and one character SQS refuses would refuse
+ * the letter, so the sender would retry for days.
+ */
 function attributesOf(letter: SourceDeadLetter): Record<string, MessageAttributeValue> {
-  // The id and the detail may quote the payload (its idempotency key, a jsonata error): what SQS
-  // would refuse becomes U+FFFD, or the letter could never be kept and the sender would retry
-  // for days.
-  const text = (value: string): MessageAttributeValue => ({
-    DataType: 'String',
-    StringValue: value.replace(NOT_SQS_TEXT, '\uFFFD') || '-',
-  });
   return {
-    'relay.reason': text(letter.reason),
-    'relay.detail': text(letter.detail.slice(0, MAX_DETAIL_CHARS)),
-    'relay.eventId': text(letter.id),
-    'relay.firstReceivedAt': text(letter.receivedAt),
-    'relay.source': text(letter.source),
+    'relay.reason': stringAttribute(letter.reason),
+    'relay.detail': stringAttribute(letter.detail),
+    'relay.eventId': stringAttribute(letter.id),
+    'relay.firstReceivedAt': stringAttribute(letter.receivedAt),
+    'relay.source': stringAttribute(letter.source),
   };
 }

@@ -68,6 +68,12 @@ export interface DeliveryDeps {
   learnedLimit: { value: number | undefined };
 }
 
+/** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
+export const MAX_WAITS_PER_CALL = 3;
+
+/** A call that waited for Mautic's named time as often as it may: back to the queue. */
+export const WAITED_OUT: MessageOutcome = Object.freeze({ kind: 'retry', reason: 'rate_limited' });
+
 /** How a call may be repeated: a write, a non-idempotent write (`addPoints`), a contact lookup. */
 export type CallKind = 'write' | 'once' | 'lookup';
 

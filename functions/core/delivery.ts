@@ -7,9 +7,11 @@ import {
   type DeliveryDeps,
   type DeliveryOptions,
   deliverOnce,
+  MAX_WAITS_PER_CALL,
   recordCall,
   recordLookup,
   sendChunk,
+  WAITED_OUT,
 } from './delivery-calls.ts';
 import { describeError } from './errors.ts';
 import {
@@ -30,24 +32,15 @@ import {
 } from './failure-policy.ts';
 import type { ItemResult } from './ports.ts';
 
-/** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
-const MAX_WAITS_PER_CALL = 3;
-
-/** A call that waited for Mautic's named time as often as it may: back to the queue. */
-const waitedOut = (): MessageOutcome => ({ kind: 'retry', reason: 'rate_limited' });
-
 /**
  * Delivers planned chunks to Mautic and returns one outcome per message id; a Mautic failure
  * never throws, it becomes an outcome. An entity's chunks run in plan order (its phases),
  * entities `concurrency` at a time. What a failure leads to is `failure-policy.ts`'s decision;
- * this module carries it out.
- * - Order per record: an item that must follow an event left to the queue goes back untried.
- * - A merged item refused as invalid (per-item 400/422) goes again event by event, in order.
- * - A create Mautic may have applied unseen (an unreadable 2xx, a timeout or a drop after
- *   sending) is dead-lettered `ambiguous_result`, unless Mautic upserts it (a contact's email).
- * - Contacts named by `match` are resolved chunk by chunk, after the chunks before them, with
- *   one lookup for every reference the run still needs (contact-refs.ts). The actions go out in
- *   bulk where Mautic has a bulk form, else one call per event; `addPoints` through the ledger.
+ * this module carries it out: order per record (an item that must follow an event left to the
+ * queue goes back untried), merged items refused as invalid sent again event by event, creates
+ * Mautic may have applied unseen never sent again, a time Mautic named waited for, a repeated
+ * 5xx narrowed down to its item. Contacts named by `match` are resolved chunk by chunk with one
+ * lookup for what the run still needs (contact-refs.ts); actions go in bulk where Mautic can.
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -256,7 +249,7 @@ class DeliveryRun {
         await this.#deps.sleep(stopped.untilMs - now);
         continue;
       }
-      if (stopped) return this.#settled(items, stopped.kind === 'wait' ? waitedOut() : stopped);
+      if (stopped) return this.#settled(items, stopped.kind === 'wait' ? WAITED_OUT : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
       const started = this.#deps.clock.now();

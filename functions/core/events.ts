@@ -158,15 +158,38 @@ function checkReference(event: EventShape, issue: Issue): void {
   }
 }
 
+/**
+ * A character an event id may not hold (contract §1.4): a control character (U+0000–U+001F,
+ * U+007F–U+009F), an unpaired surrogate, U+FFFE or U+FFFF. The id reaches stores that refuse
+ * or alter them: a dead letter's `relay.eventId` attribute (SQS takes only XML 1.0's
+ * characters, and refuses the whole letter for one it does not), and the hashed keys of the
+ * message group and the action ledger (UTF-8, where every unpaired surrogate becomes U+FFFD, so
+ * two ids would be one). Message group and deduplication ids are hashes: no character of the id
+ * reaches them as it is.
+ */
+const NOT_IN_EVENT_ID = /[\p{Cc}\p{Cs}\uFFFE\uFFFF]/u;
+
+/** An event id as the ingest accepts it, the sender's or one it makes (contract §1.4). */
+export const eventIdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .refine(
+    (id) => !NOT_IN_EVENT_ID.test(id),
+    'must not hold a control character, an unpaired surrogate, U+FFFE or U+FFFF',
+  );
+
 /** One event as a sender posts it (contract §1, §5). */
 export const relayEventSchema = z
-  .strictObject({ ...eventFields, eventId: z.string().min(1).max(128).optional() })
+  .strictObject({ ...eventFields, eventId: eventIdSchema.optional() })
   .superRefine(checkEvent);
 export type RelayEvent = z.infer<typeof relayEventSchema>;
 
 /**
  * One queued event: the body of one SQS message, written by ingest and read by the batch
- * function. `v` versions the envelope so a later format can be told apart.
+ * function. `v` versions the envelope so a later format can be told apart. Its `eventId` is not
+ * held to `eventIdSchema`: the batch function still reads what an ingest before that rule
+ * queued (the ingest checks its own, `envelope` in ingest-steps.ts).
  */
 export const queuedEventSchema = z
   .object({

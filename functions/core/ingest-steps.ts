@@ -8,6 +8,7 @@ import { IngestRefusal, type RefusalDetail } from './errors.ts';
 import {
   CONTACT_FIELD_PATTERN,
   ENTITY_PATTERN,
+  eventIdSchema,
   type QueuedEvent,
   queuedEventSchema,
   type RelayEvent,
@@ -291,11 +292,15 @@ export function envelope(
   });
   const unreadable = queued.flatMap((queuedEvent, index) => {
     const check = queuedEventSchema.safeParse(queuedEvent);
-    return (check.error?.issues ?? []).map((issue) => ({
-      index,
-      path: toPointer(issue.path),
-      message: issue.message,
-    }));
+    // The batch function's schema takes any id of 1 to 128 characters; what the ingest queues
+    // is held to the rule of §1.4 as well, whoever made the id.
+    const issues = check.success
+      ? (eventIdSchema.safeParse(queuedEvent.eventId).error?.issues ?? []).map((issue) => ({
+          path: ['eventId'],
+          message: issue.message,
+        }))
+      : check.error.issues;
+    return issues.map((issue) => ({ index, path: toPointer(issue.path), message: issue.message }));
   });
   if (unreadable.length > 0) {
     throw new IngestRefusal(422, 'invalid_event', 'Some events are invalid.', unreadable);

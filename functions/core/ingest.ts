@@ -21,6 +21,7 @@ import type {
   RequestIdentity,
   RequestLedger,
 } from './ports.ts';
+import { loggingRefusals } from './unauthorized-log.ts';
 
 export interface IngestDeps {
   credentials: () => Promise<IngestCredentials>;
@@ -37,7 +38,7 @@ export interface IngestDeps {
  * Accepts one POST /events request (contract §1): `acceptWith` the events endpoint's steps.
  */
 export function acceptEvents(request: IngestRequest, deps: IngestDeps): Promise<IngestResponse> {
-  return acceptWith(eventsEndpoint(deps), request, deps);
+  return acceptWith(loggingRefusals(eventsEndpoint(deps), deps), request, deps);
 }
 
 /**
@@ -65,8 +66,10 @@ export async function acceptWith(
         }
       : carried;
     if (intake.kind === 'answer') return intake.response;
-    const work =
-      intake.kind === 'queue' ? () => enqueue(request, intake.messages, deps) : intake.settle;
+    const work: Work =
+      intake.kind === 'queue'
+        ? (progress) => enqueue(request, intake.messages, deps, progress)
+        : async () => ({ response: await intake.settle() });
     return await once(request, intake.identity, work, deps);
   } catch (error) {
     if (error instanceof IngestRefusal) return refusalResponse(error);
@@ -75,28 +78,38 @@ export async function acceptWith(
 }
 
 /**
- * Does `work` (queueing, or what an endpoint does instead) once per request id: an id seen
- * before gets the first answer (409 while the first is in hand, 422 for another body, 503 when
- * the store cannot say); otherwise `work` answers (202, or 503 when the queue did not take it all).
+ * What an accepted request does (queueing, or what an endpoint does instead), given the
+ * `progress` an earlier try of it left: its answer, and what it did even if the answer is not a
+ * 202 (`progress`, kept by the ledger for the next try).
+ */
+type Work = (
+  progress: string | undefined,
+) => Promise<{ response: IngestResponse; progress?: string | undefined }>;
+
+/**
+ * Does `work` once per request id: an id seen before gets the first answer (409 while the first
+ * is in hand, 422 for another body, 503 when the store cannot say); otherwise `work` answers
+ * (202, or 503 when the queue did not take it all), with what an earlier try did.
  */
 async function once(
   request: IngestRequest,
   identityOf: () => RequestIdentity | undefined,
-  work: () => Promise<IngestResponse>,
+  work: Work,
   deps: IngestDeps,
 ): Promise<IngestResponse> {
   const { ledger } = deps;
   const identity = ledger && identityOf();
-  if (ledger === undefined || identity === undefined) return work();
+  if (ledger === undefined || identity === undefined) return (await work(undefined)).response;
   const outcome = await ledger.once(
     identity,
-    async () => {
-      const response = await work();
+    async (earlier) => {
+      const { response, progress } = await work(earlier);
       return {
         response,
         status: response.status,
         body: JSON.stringify(response.body),
         remember: response.status === 202,
+        progress,
       };
     },
     { remainingTimeMs: request.remainingTimeMs, requestId: request.requestId },
@@ -127,25 +140,72 @@ async function once(
   }
 }
 
-/** Queues the messages: 202 with their event ids, or 503 when the queue did not take them all. */
+/**
+ * Queues the messages an earlier try of the request did not (`progress`): 202 with every event's
+ * id, or 503 when the queue did not take them all, with what is queued by now as the progress
+ * for the ledger to keep.
+ *
+ * Why the ingest keeps this, and not delivery: SQS de-duplicates a FIFO message only within 5
+ * minutes (and the deduplication ids hold the try's `receivedAt`, so not even then), while the
+ * request ledger promises once for DEDUP_WINDOW_SECONDS; delivery could only de-duplicate by
+ * `eventId` with a durable store read on every event, and an API-key request's generated ids
+ * differ from one try to the next. The ledger holds the request's claim while this runs, so no
+ * other try of it can read or write the progress meanwhile.
+ *
+ * The progress is, per position in the request, the id of the event queued there (null: not
+ * queued). The body is the same as the earlier try's (the ledger hands progress only then), so
+ * the positions are the same events (for a source, unless its mapping was replaced in between);
+ * a retry's 202 names what was queued, the earlier try's ids included. An invocation that dies after queueing and before the ledger saved the progress
+ * leaves none: its retry queues the whole request again (at least once, as in §2).
+ */
 async function enqueue(
   request: IngestRequest,
   messages: OutgoingMessage[],
   deps: IngestDeps,
-): Promise<IngestResponse> {
+  progress: string | undefined,
+): Promise<{ response: IngestResponse; progress?: string }> {
+  const queuedIds = queuedBefore(progress, messages.length);
+  const position = new Map(messages.map((message, index) => [message, index]));
+  const rest = messages.filter((_, index) => queuedIds[index] === null);
   try {
-    await deps.queue.enqueue(messages);
+    if (rest.length > 0) {
+      await deps.queue.enqueue(rest, (message) => {
+        const index = position.get(message);
+        if (index !== undefined) queuedIds[index] = message.eventId;
+      });
+    }
   } catch (error) {
-    return queueUnavailable(error, request, deps, {
+    const queued = queuedIds.filter((id) => id !== null).length;
+    const response = queueUnavailable(error, request, deps, {
       log: 'The events could not be queued',
       answer: 'The events could not be queued; retry the whole request.',
-      details: { events: messages.length },
+      details: { events: messages.length, queued },
     });
+    return queued === 0 ? { response } : { response, progress: JSON.stringify(queuedIds) };
   }
-  return {
-    status: 202,
-    body: { accepted: messages.length, eventIds: messages.map((message) => message.eventId) },
-  };
+  const eventIds = messages.map((message, index) => queuedIds[index] ?? message.eventId);
+  return { response: { status: 202, body: { accepted: messages.length, eventIds } } };
+}
+
+/**
+ * What an earlier try queued, per position: its event id, or null. Anything but a list of
+ * `count` such entries counts as nothing queued: a source whose mapping was replaced between
+ * the tries can make another number of events of the same body.
+ */
+function queuedBefore(progress: string | undefined, count: number): Array<string | null> {
+  const none = Array.from({ length: count }, (): string | null => null);
+  if (progress === undefined) return none;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(progress);
+  } catch {
+    return none;
+  }
+  const fits =
+    Array.isArray(parsed) &&
+    parsed.length === count &&
+    parsed.every((id) => id === null || typeof id === 'string');
+  return fits ? (parsed as Array<string | null>) : none;
 }
 
 /**

@@ -230,7 +230,15 @@ export interface OutgoingMessage {
 
 /** Where accepted events go; it resolves only when every message is durably queued. */
 export interface EventQueue {
-  enqueue(messages: ReadonlyArray<OutgoingMessage>): Promise<void>;
+  /**
+   * Throws a `QueueUnavailableError` when a message could not be queued, once no send is in
+   * flight; `queued` has by then been told of each message the queue took, so that a retry of
+   * the request can send only the rest.
+   */
+  enqueue(
+    messages: ReadonlyArray<OutgoingMessage>,
+    queued?: (message: OutgoingMessage) => void,
+  ): Promise<void>;
 }
 
 /** The parts of a received SQS message that delivery hands on (Lambda's SQSRecord fits). */
@@ -338,7 +346,10 @@ export interface RequestIdentity {
 
 /** What the ledger made of a request. */
 export type LedgerOutcome<T> =
-  /** First time (or the last try left the id free): `accept` ran and this is what it gave. */
+  /**
+   * First time (or the last try left the id free): `accept` ran and this is what it gave,
+   * handed the `progress` of the last try of the same request (same id and body) if it had one.
+   */
   | { kind: 'accepted'; result: T }
   /** Accepted before within the window: the first answer, and `accept` did not run. */
   | { kind: 'replayed'; status: number; body: string }
@@ -355,13 +366,18 @@ export interface LedgerAnswer {
   /** The serialised body, replayed byte for byte. */
   body: string;
   remember: boolean;
+  /**
+   * Of an answer not remembered: what the try did all the same (the events it queued before a
+   * 503), kept with the id for the window and handed to the next try of the same request.
+   */
+  progress?: string | undefined;
 }
 
 /** Remembers accepted requests for a window, so a retried or replayed one takes effect once. */
 export interface RequestLedger {
   once<T extends LedgerAnswer>(
     identity: RequestIdentity,
-    accept: () => Promise<T>,
+    accept: (progress: string | undefined) => Promise<T>,
     options: { remainingTimeMs: number | undefined; requestId: string | undefined },
   ): Promise<LedgerOutcome<T>>;
 }

@@ -21,7 +21,7 @@
  */
 import { createHash } from 'node:crypto';
 import { IngestRefusal, SourceEvaluationError } from './errors.ts';
-import type { RelayEvent } from './events.ts';
+import { eventIdSchema, type RelayEvent } from './events.ts';
 import { acceptWith, type IngestDeps, queueUnavailable } from './ingest.ts';
 import {
   envelope,
@@ -281,15 +281,17 @@ async function mapToMessages(
  * The base of the ids of a request's events (`<base>:<index>`) and the id of its dead letter:
  * `<name>:<key>`, a new id standing for the key when the request has none. An idempotency key
  * may have 256 characters and §1 allows an event id 128: when `<name>:<key>:<index>` could
- * pass 128 for the largest index this relay allows (MAX_EVENTS_PER_REQUEST), the key is
- * replaced by its SHA-256, `<name>:sha256:<43 base64url characters>` (at most 115 characters,
- * so 120 with the index). The form depends only on the name and the key, so a provider's retry
- * of a webhook gets the same ids.
+ * pass 128 for the largest index this relay allows (MAX_EVENTS_PER_REQUEST), or the key holds
+ * a character §1.4 keeps out of event ids, the key is replaced by its SHA-256,
+ * `<name>:sha256:<43 base64url characters>` (at most 115 characters, so 120 with the index).
+ * The form depends only on the name and the key, so a provider's retry of a webhook gets the
+ * same ids.
  */
 function idBaseOf(name: string, key: string, maxEvents: number): string {
   const plain = `${name}:${key}`;
   const indexLength = String(Math.max(0, maxEvents - 1)).length;
-  if (plain.length + 1 + indexLength <= MAX_EVENT_ID_LENGTH) return plain;
+  const fits = plain.length + 1 + indexLength <= MAX_EVENT_ID_LENGTH;
+  if (fits && eventIdSchema.safeParse(plain).success) return plain;
   return `${name}:sha256:${createHash('sha256').update(key).digest('base64url')}`;
 }
 

@@ -21,6 +21,8 @@ export interface RefreshDeps extends TokenWriteDeps {
   refreshTokenLifetimeSeconds: number;
   /** What is left of this run's time (Lambda's `getRemainingTimeInMillis`). */
   remainingMs?: () => number;
+  /** The command that authorizes this relay again, for the log. @default "npx mautic-relay authorize" */
+  authorizeCommand?: string | undefined;
 }
 
 /**
@@ -249,7 +251,7 @@ async function grantFailed(
     );
   }
   if (error instanceof MauticTokenError) {
-    deps.logger.error(fixFor(error), {
+    deps.logger.error(fixFor(error, deps.authorizeCommand), {
       reason: error.reason,
       status: error.status,
       error: error.message,
@@ -338,7 +340,7 @@ function needsAuthorize(
   why: string,
 ): RefreshOutcome {
   deps.logger.error(
-    `Mautic tokens cannot be refreshed: ${why}. Run "npx mautic-relay authorize" for this environment to authorize the relay again.`,
+    `Mautic tokens cannot be refreshed: ${why}. Run "${deps.authorizeCommand ?? 'npx mautic-relay authorize'}" for this environment to authorize the relay again.`,
     { event: 'needs_authorize' },
   );
   // No refresh token is held: say so with 0, for the refresh-token alarm.
@@ -347,12 +349,12 @@ function needsAuthorize(
   return failed(accessOnly, now, deps, 'needs_authorize');
 }
 
-function fixFor(error: MauticTokenError): string {
+function fixFor(error: MauticTokenError, authorize = 'npx mautic-relay authorize'): string {
   if (error.reason === 'invalid_client') {
     return 'Mautic refused the client id or secret: run "npx mautic-relay credentials" with the right ones';
   }
   if (error.reason === 'unauthorized_client') {
-    return 'This Mautic credential may not use client_credentials (it was not created by an admin): use grantType authorization_code and run "npx mautic-relay authorize"';
+    return `This Mautic credential may not use client_credentials (it was not created by an admin): use grantType authorization_code and run "${authorize}"`;
   }
   return 'Mautic refused the token request';
 }

@@ -107,6 +107,46 @@ export function verifyApiKey(
   return match;
 }
 
+/**
+ * Which check refused a request that neither a signature nor an API key let in, for the
+ * operator's log (the sender's answer is the same whatever failed): the Standard Webhooks
+ * headers' and the Authorization header's, joined. Never a value of a credential, the request's
+ * or the relay's; a timestamp's distance from the clock is said, to show a skewed clock.
+ */
+export function refusedCheck(
+  headers: WebhookHeaders,
+  authorization: string | undefined,
+  nowSeconds: number,
+): string {
+  const { id, timestamp, signature } = headers;
+  const signed = id !== undefined || timestamp !== undefined || signature !== undefined;
+  if (!signed && authorization === undefined)
+    return 'no credential: neither the webhook-id, webhook-timestamp and webhook-signature headers nor an Authorization header';
+  const checks: string[] = [];
+  if (id === undefined || timestamp === undefined || signature === undefined) {
+    if (signed)
+      checks.push(
+        'webhook headers incomplete (webhook-id, webhook-timestamp and webhook-signature are all needed)',
+      );
+  } else if (!WEBHOOK_ID.test(id)) checks.push('webhook-id malformed');
+  else if (!TIMESTAMP.test(timestamp)) checks.push('webhook-timestamp is not whole seconds');
+  else if (Math.abs(nowSeconds - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS)
+    checks.push(
+      `webhook-timestamp ${Number(timestamp) - nowSeconds} s from the ingest's clock (at most ±${TIMESTAMP_TOLERANCE_SECONDS} s)`,
+    );
+  else if (!parseSignatures(signature)?.length)
+    checks.push('webhook-signature malformed (no "v1,<base64>" signature)');
+  else
+    checks.push('bad signature: no webhook secret of the relay signed this id, timestamp and body');
+  if (authorization !== undefined)
+    checks.push(
+      /^Bearer +[\x21-\x7e]{1,256}$/i.test(authorization)
+        ? "unknown API key: none of the relay's"
+        : 'Authorization is not "Bearer <API key>"',
+    );
+  return checks.join('; ');
+}
+
 /** The decoded v1 signatures, or undefined when the header is malformed. */
 function parseSignatures(header: string): Buffer[] | undefined {
   const signatures: Buffer[] = [];

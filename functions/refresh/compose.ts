@@ -19,6 +19,8 @@ export interface RefreshEdges {
   metrics: Metrics;
   fetch?: FetchLike;
   clock?: Clock;
+  /** The command that authorizes this relay again, as its log names it (the local stack's). */
+  authorizeCommand?: string;
 }
 
 /**
@@ -37,6 +39,7 @@ export function buildRefreshHandler(config: Readonly<RefreshConfig>, edges: Refr
     metrics: edges.metrics,
     refreshAheadSeconds: config.refreshAheadSeconds,
     refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
+    authorizeCommand: edges.authorizeCommand,
     // Tokens that could not be stored, kept for the life of the container.
     unsaved: { value: undefined },
   });

@@ -165,7 +165,8 @@ function ingestFunction(
     },
   });
   // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),
-  // save the answer (update), free the id after a failure (delete). Nothing else.
+  // save the answer (update), free the id after a failure (delete); and the ledger's progress of
+  // a partial 503 (put, get). Nothing else.
   allow(
     ingest,
     ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],

@@ -2,6 +2,7 @@ import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { DEAD_LETTER_REASONS } from '../../functions/core/dead-letter-reasons.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
 import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 import {
@@ -70,8 +71,19 @@ const TARGET_HELP = `  --env NAME   a deployed environment: its stack MauticRela
                it runs in, or in MAUTIC_RELAY_DIR)
   --json       print one JSON document on stdout`;
 
-const FILTER_HELP = `  --reason R   only this reason (invalid_event, mautic_rejected_item, retry_horizon_exceeded,
-               mapping_failed, …)
+/** The dead-letter reasons, as many to a line as fit under --reason's description. */
+function reasonsHelp(): string {
+  const lines = [''];
+  for (const reason of DEAD_LETTER_REASONS) {
+    const line = lines[lines.length - 1] ?? '';
+    if (line !== '' && line.length + reason.length > 76) lines.push(reason);
+    else lines[lines.length - 1] = line === '' ? reason : `${line}, ${reason}`;
+  }
+  return lines.join(',\n               ');
+}
+
+const FILTER_HELP = `  --reason R   only this reason, one of:
+               ${reasonsHelp()}
   --entity E   only this entity (contacts, companies, …)
   --action A   only create, edit or delete
   --since T    only dead letters from the last T (90s, 30m, 2h, 7d) or since an ISO 8601 time`;
@@ -114,10 +126,12 @@ ${TARGET_HELP}`,
       'dead-letters [discard] (--env NAME | --local) [--reason R] [--entity E] [--action A] [--since T] [--limit N] [--show-data] [--dry-run] [--json]',
     summary: 'list dead letters with their reasons, newest first; discard them',
     details: `Reads the dead-letter queue without consuming it (what it reads is visible again as
-soon as it is done) and lists the matching dead letters, newest first, with a count by reason.
-Record contents are shown only with --show-data.
+soon as it is done) and lists the matching dead letters, newest first, with a count by reason
+(of all of them; only the newest --limit are kept). Record contents are shown only with
+--show-data.
 "dead-letters discard" deletes the matching dead letters for good (once they were looked at),
-and says how many; the others stay. Exits 1 when some matching ones could not be deleted.
+and says how many; the others stay, and so do those written after it started (by SQS's clock),
+counted in "left". Exits 1 when some matching ones could not be deleted.
 ${TARGET_HELP}
 ${FILTER_HELP}
   --limit N    list (discard) at most N (default 100; the counts cover all)
@@ -172,7 +186,9 @@ message group, in the order the record's dead letters were written. A mapping_fa
 source's payload, contract §6) is mapped again by its source as it runs now (the running
 stack's SOURCES_FILE, or the document the environment's ingest function is deployed with): its
 events are queued as the ingest queues them, or nothing when the filter is false now; one whose
-mapping still fails stays, named on stderr with the error (never its payload). Exits 1 when some
+mapping still fails stays, named on stderr with the error (never its payload). Only the letters
+there when it started (by SQS's clock, not this computer's) are moved, each event once: one
+written since (say, one it moved that came back) stays, counted in "left". Exits 1 when some
 matching dead letters could not be moved.
 ${TARGET_HELP}
 ${FILTER_HELP}
@@ -233,14 +249,15 @@ ${FILTER_HELP}
         );
         bar.done();
         keptReport.done();
-        const { complete: _complete, nothingQueued: _nothingQueued, ...json } = result;
-        if (values.json) io.stdout(JSON.stringify(json));
+        const { matched, moved, left } = result;
+        if (values.json) io.stdout(JSON.stringify({ matched, moved, left }));
         else
           io.stdout(
             redriveLine(result, {
               dryRun: values['dry-run'] === true,
               interrupted: io.interrupted(),
               kept: keptReport.count(),
+              limit: filters.limit,
             }),
           );
         // Unread ones matter only when the limit left room for them.
@@ -248,7 +265,9 @@ ${FILTER_HELP}
           io.stderr(
             "Not every dead letter could be read: the queue is too large to read in one go, another read still hides some, or some wait behind a record's earlier dead letters that were not moved (the queue hands out a record's later dead letters only once its earlier ones are gone). npx mautic-relay dead-letters shows what is left.\n",
           );
-        const wanted = Math.min(result.matched, filters.limit);
+        // Those written after it started were not for this run to move: it says so, and left
+        // counts them, but they are no failure of it.
+        const wanted = Math.min(result.matched - result.skipped, filters.limit);
         return values['dry-run'] || result.moved >= wanted ? EXIT.ok : EXIT.failed;
       });
     },
@@ -259,7 +278,9 @@ ${FILTER_HELP}
     details: `Edits the ingest's sender credentials (the environment's webhook secret, or the local
 stack's): list shows ids, kinds and creation times only; add-secret and add-key generate a new
 Standard Webhooks secret or API key and print it once; remove ID stops accepting one (not the
-last). Rotation: add-secret, give it to the sender, then remove the old id.
+last). Rotation: add-secret, give it to the sender, then remove the old id. Two edits at the
+same moment both land: each is made on the version it read, and made again when another got in
+first (exit 1 after 5 lost races, nothing changed).
 ${TARGET_HELP}`,
     options: targetOptions,
     positionals: 2,
@@ -292,7 +313,8 @@ ${TARGET_HELP}`,
     summary: 'list the sources, test one on a payload, set one’s secret',
     details: `The sources (native webhooks, contract §6) of a deployed environment, as its ingest function
 runs them (its document, ENTITIES and CONTACT_MATCH_FIELDS, read from the function's
-configuration; stderr says when the cdk.json of this directory differs), or of the running
+configuration; stderr says when the sources in the cdk.json of this directory differ; the
+caller needs cloudformation:DescribeStacks and lambda:GetFunctionConfiguration), or of the running
 "npm start", as its SOURCES_FILE says now. Never prints a secret.
   list         each source's name, scheme, and whether it has a filter and an idempotencyKey
   test NAME    runs the source's filter, idempotencyKey and map on a payload, without signature
@@ -336,7 +358,7 @@ line. Needs the usual AWS environment (AWS_REGION or AWS_PROFILE, and credential
         throw new UsageError('--base-url and --client-id are required');
       const clientSecret =
         io.env.MAUTIC_CLIENT_SECRET ?? (await io.readSecret('Mautic client secret: '));
-      await awsCall(env, () =>
+      await awsCall(env, io, () =>
         storeCredentials(
           {
             env,
@@ -367,7 +389,7 @@ ${TARGET_HELP}`,
         throw new UsageError('Which relay? Give --env NAME or --local');
       const result = values.local
         ? await refreshLocal(endpointsDir(io.env), fetch)
-        : await awsCall(checkEnvironment(values.env), () =>
+        : await awsCall(checkEnvironment(values.env), io, () =>
             refreshEnvironment(checkEnvironment(values.env), {
               cloudFormation: new CloudFormationClient({}),
               lambda: new LambdaClient({}),
@@ -377,6 +399,7 @@ ${TARGET_HELP}`,
         json: values.json === true,
         now: io.now(),
         print: io.stdout,
+        authorize: `npx mautic-relay authorize ${values.local ? '--local' : `--env ${values.env}`}`,
       });
       return ok ? EXIT.ok : EXIT.failed;
     },
@@ -415,7 +438,7 @@ environment (AWS_REGION or AWS_PROFILE, and credentials); with --local, the runn
         return EXIT.ok;
       }
       const env = checkEnvironment(values.env);
-      await awsCall(env, () =>
+      await awsCall(env, io, () =>
         authorize(
           { env, port, timeoutMs: timeout * 1000 },
           { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
@@ -513,7 +536,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     let parsed: { values: Values; positionals: string[] };
     try {
       parsed = parseArgs({
-        args: rest,
+        args: joinDashedValues(rest, command.options),
         options: command.options,
         allowPositionals: command.positionals > 0,
         strict: true,
@@ -538,6 +561,28 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     );
     return EXIT.failed;
   }
+}
+
+/**
+ * `--limit -5`: node's parser takes a value starting with a dash for an option of its own and
+ * refuses it with its message, not the command's. Such a value after an option that takes one
+ * (a string option) is joined to it, `--limit=-5`, so the command's check says what it takes.
+ * Everything after `--` is left as it is.
+ */
+function joinDashedValues(args: string[], options: ParseArgsOptionsConfig): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (arg === '--') return [...joined, ...args.slice(i)];
+    const name = arg.startsWith('--') && !arg.includes('=') ? arg.slice(2) : '';
+    const value = args[i + 1];
+    const takesValue = Object.hasOwn(options, name) && options[name]?.type === 'string';
+    if (takesValue && value !== undefined && /^-\d/.test(value)) {
+      joined.push(`${arg}=${value}`);
+      i++;
+    } else joined.push(arg);
+  }
+  return joined;
 }
 
 /** `sources list | test NAME | set-secret NAME`, checked before anything is read. */
@@ -602,7 +647,7 @@ async function runSetSecret(
     throw new UsageError('No secret given: set SOURCE_SECRET, or type it when asked');
   const secrets = new SecretsManagerClient({});
   try {
-    const result = await awsCall(environment, () =>
+    const result = await awsCall(environment, io, () =>
       setSourceSecret({ environment, sources, secrets }, name, secret, values.add === true),
     );
     if (values.json) io.stdout(JSON.stringify(result));
@@ -635,23 +680,25 @@ async function runDiscard(
         `${hidden} dead ${hidden === 1 ? 'letter is' : 'letters are'} hidden by an earlier read that did not finish; waiting up to ${hideSeconds(io)} s for ${hidden === 1 ? 'it' : 'them'} to come back…\n`,
       ),
   });
-  const { complete: _complete, ...json } = result;
-  const letters = `dead ${result.matched === 1 ? 'letter' : 'letters'}`;
-  if (values.json) io.stdout(JSON.stringify(json));
+  const { matched, discarded, left, skipped } = result;
+  const letters = `dead ${matched === 1 ? 'letter' : 'letters'}`;
+  const newer =
+    skipped === 0
+      ? ''
+      : ` ${skipped} of them ${skipped === 1 ? 'was' : 'were'} written after it started (not looked at), and ${skipped === 1 ? 'stays' : 'stay'}.`;
+  // At most --limit of those there when it started.
+  const wanted = Math.min(matched - skipped, filters.limit);
+  if (values.json) io.stdout(JSON.stringify({ matched, discarded, left }));
   else if (dryRun)
     io.stdout(
-      `${result.matched} matching ${letters} would be discarded (dry run: none discarded).`,
+      `${wanted === matched ? '' : `${wanted} of `}${matched} matching ${letters} would be discarded (dry run: none discarded).${newer}`,
     );
-  else
-    io.stdout(
-      `Discarded ${result.discarded} of ${result.matched} matching ${letters}; ${result.left} left.`,
-    );
-  if (!result.complete && !io.interrupted() && result.discarded < filters.limit)
+  else io.stdout(`Discarded ${discarded} of ${matched} matching ${letters}; ${left} left.${newer}`);
+  if (!result.complete && !io.interrupted() && discarded < filters.limit)
     io.stderr(
       'Not every dead letter could be read: the queue is too large to read in one go, or another read still hides some. npx mautic-relay dead-letters shows what is left.\n',
     );
-  const wanted = Math.min(result.matched, filters.limit);
-  return dryRun || result.discarded >= wanted ? EXIT.ok : EXIT.failed;
+  return dryRun || discarded >= wanted ? EXIT.ok : EXIT.failed;
 }
 
 /** The --env NAME or --local of a command, checked; then the command on its target. */
@@ -667,7 +714,7 @@ async function withTarget(
       'Which relay? Give --env NAME (a deployed environment) or --local (npm start)',
     );
   const environment = values.local ? 'local' : checkEnvironment(values.env);
-  return awsCall(environment, async () => {
+  return awsCall(environment, io, async () => {
     const target = values.local ? localTarget(io.env) : await environmentTarget(environment);
     try {
       return await run(target);
@@ -677,12 +724,11 @@ async function withTarget(
   });
 }
 
-/** Runs AWS calls; an error the operator can fix becomes a SetupError naming the setting. */
 /** A deployed environment's sources, as its ingest runs them; the notice, if any, on stderr. */
 async function deployedSources(environment: string, io: CliIo): Promise<SourcesInUse> {
   const clients = { cloudFormation: new CloudFormationClient({}), lambda: new LambdaClient({}) };
   try {
-    const sources = await awsCall(environment, () =>
+    const sources = await awsCall(environment, io, () =>
       environmentSources(environment, clients, process.cwd()),
     );
     if (sources.notice !== undefined) io.stderr(`${sources.notice}\n`);
@@ -693,11 +739,20 @@ async function deployedSources(environment: string, io: CliIo): Promise<SourcesI
   }
 }
 
-async function awsCall<T>(environment: string, call: () => Promise<T>): Promise<T> {
+/** Runs AWS calls; an error the operator can fix becomes a SetupError naming the setting. */
+async function awsCall<T>(
+  environment: string,
+  io: Pick<CliIo, 'env'>,
+  call: () => Promise<T>,
+): Promise<T> {
   try {
     return await call();
   } catch (error) {
-    const explained = explainAwsError(error, { environment, local: environment === 'local' });
+    const explained = explainAwsError(error, {
+      environment,
+      local: environment === 'local',
+      env: io.env,
+    });
     if (explained) throw new SetupError(explained);
     throw error;
   }
@@ -713,8 +768,10 @@ function checkFilters(values: Values, io: CliIo, defaultLimit: number): DeadLett
   const text = (name: string) =>
     typeof values[name] === 'string' ? (values[name] as string) : undefined;
   const reason = text('reason');
-  if (reason !== undefined && !/^[a-z_]{1,64}$/.test(reason))
-    throw new UsageError('--reason must be a reason such as mautic_rejected_item');
+  if (reason !== undefined && !(DEAD_LETTER_REASONS as ReadonlyArray<string>).includes(reason))
+    throw new UsageError(
+      `--reason must be one of the dead-letter reasons: ${DEAD_LETTER_REASONS.join(', ')}`,
+    );
   const entity = text('entity');
   if (entity !== undefined && !/^[a-z][a-zA-Z]{1,63}$/.test(entity))
     throw new UsageError('--entity must be a Mautic entity such as contacts');
@@ -790,19 +847,25 @@ function progressBar(io: CliIo) {
 
 function redriveLine(
   result: RedriveResult,
-  options: { dryRun: boolean; interrupted: boolean; kept: number },
+  options: { dryRun: boolean; interrupted: boolean; kept: number; limit: number },
 ): string {
   const letters = (n: number) => `dead ${n === 1 ? 'letter' : 'letters'}`;
-  const { dryRun, interrupted, kept } = options;
-  if (dryRun && kept === 0)
-    return `${result.matched} matching ${letters(result.matched)} would be moved (dry run: none moved).`;
-  if (dryRun)
-    return `${result.matched - kept} of ${result.matched} matching ${letters(result.matched)} would be moved (dry run: none moved); the ${kept} named above would stay.`;
+  const { dryRun, interrupted, kept, limit } = options;
+  const skipped =
+    result.skipped === 0
+      ? ''
+      : ` ${result.skipped} of them ${result.skipped === 1 ? 'was' : 'were'} written after the redrive started, or ${result.skipped === 1 ? 'is a copy' : 'are copies'} of an event it moved (it moves each event once): run it again for those.`;
+  if (dryRun) {
+    const movable = Math.min(result.matched - result.skipped - kept, limit);
+    const stay = kept === 0 ? '' : `; the ${kept} named above would stay`;
+    const of = movable === result.matched ? '' : `${movable} of `;
+    return `${of}${result.matched} matching ${letters(result.matched)} would be moved (dry run: none moved)${stay}.${skipped}`;
+  }
   const nothing =
     result.nothingQueued === 0
       ? ''
       : ` (${result.nothingQueued} of them deleted with nothing to queue: their source's filter is false now, or its mapping yields no event)`;
-  return `Moved ${result.moved} of ${result.matched} matching ${letters(result.matched)} to the events queue${nothing}; ${result.left} left.${interrupted ? ' Interrupted: run the same command again to finish.' : ''}`;
+  return `Moved ${result.moved} of ${result.matched} matching ${letters(result.matched)} to the events queue${nothing}; ${result.left} left.${skipped}${interrupted ? ' Interrupted: run the same command again to finish.' : ''}`;
 }
 
 /** Most letters a redrive names as staying; the count covers the rest. */

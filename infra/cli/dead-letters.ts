@@ -6,6 +6,7 @@ import {
   type MessageAttributeValue,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
+  type SendMessageBatchRequestEntry,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
@@ -48,6 +49,8 @@ interface Scanned {
   message: Message;
   item: DeadLetterItem;
   deadLetteredMs: number;
+  /** When it reached this queue on SQS's clock (its SentTimestamp), else `deadLetteredMs`. */
+  sentMs: number;
   body: string;
 }
 
@@ -165,6 +168,46 @@ async function countMessages(
 }
 
 /**
+ * The queue's size, and SQS's clock now (epoch ms): a command's cut-off between the letters that
+ * were there when it started and those written since. SQS's clock, not the operator's: a
+ * letter's SentTimestamp is on it, and an operator's clock minutes off would otherwise take every
+ * letter for a new one (or the reverse). Read from the Date header of SQS's answer, which has
+ * whole seconds: the end of that second is taken, so what was sent in it counts as there. Without
+ * the header (a client that does not speak HTTP: a test's mock), the operator's clock.
+ */
+async function startOfCommand(
+  sqs: SQSClient,
+  queueUrl: string,
+  now: () => number,
+): Promise<{ total: number; cutOff: number }> {
+  const command = new GetQueueAttributesCommand({
+    QueueUrl: queueUrl,
+    AttributeNames: [
+      'ApproximateNumberOfMessages',
+      'ApproximateNumberOfMessagesNotVisible',
+      'ApproximateNumberOfMessagesDelayed',
+    ],
+  });
+  let serverSecond = Number.NaN;
+  command.middlewareStack.add(
+    (next) => async (args) => {
+      const result = await next(args);
+      const { headers } = result.response as { headers?: Record<string, string | undefined> };
+      serverSecond = Date.parse(headers?.date ?? '');
+      return result;
+    },
+    { step: 'deserialize', name: 'sqsClock' },
+  );
+  const { Attributes = {} } = await sqs.send(command);
+  const total = [
+    Attributes.ApproximateNumberOfMessages,
+    Attributes.ApproximateNumberOfMessagesNotVisible,
+    Attributes.ApproximateNumberOfMessagesDelayed,
+  ].reduce((sum, count) => sum + Number(count ?? 0), 0);
+  return { total, cutOff: Number.isFinite(serverSecond) ? serverSecond + 1000 : now() };
+}
+
+/**
  * Nothing consumes the dead-letter queue but these commands: messages hidden in it are held by
  * a read that was killed (or runs elsewhere). Waits, bounded by the hide time, until they are
  * back; resolves how many are still hidden.
@@ -204,12 +247,14 @@ function describe(message: Message): Scanned {
     : Number.isFinite(sent)
       ? sent
       : 0;
+  const sentMs = Number.isFinite(sent) ? sent : deadLetteredMs;
   const status = Number(attribute('relay.status'));
   const detail = attribute('relay.detail');
   return {
     message,
     body,
     deadLetteredMs,
+    sentMs,
     item: {
       eventId: text(event.eventId),
       entity: text(attribute('relay.entity')) ?? text(event.entity),
@@ -244,38 +289,75 @@ export interface DeadLetterList {
   complete: boolean;
 }
 
-/** `dead-letters`: the matching dead letters, newest first, counted by reason. */
+/**
+ * `dead-letters`: the matching dead letters, newest first, counted by reason. It streams: every
+ * letter is counted as it is read, and only the newest `limit` items are kept (never a body),
+ * so a queue of any size is listed in the memory of `--limit` items.
+ */
 export async function listDeadLetters(
   sqs: SQSClient,
   queueUrl: string,
   filters: DeadLetterFilters,
   options: { showData: boolean; now: () => number; hideSeconds: number },
 ): Promise<DeadLetterList> {
-  const found: Scanned[] = [];
+  const newest = newestItems(filters.limit);
+  const byReason: Record<string, number> = {};
+  let count = 0;
   // Dead letters another read still hides (a read running now, or one that was killed) cannot
   // be counted: the list then says it is partial rather than under-count quietly.
   const { hidden } = await countMessages(sqs, queueUrl);
   const { complete: scanned } = await scan(sqs, queueUrl, options, async (batch) => {
-    found.push(...batch.filter((scanned) => matches(scanned, filters)));
+    for (const letter of batch.filter((scanned) => matches(scanned, filters))) {
+      count++;
+      byReason[letter.item.reason] = (byReason[letter.item.reason] ?? 0) + 1;
+      const { id, data, ...rest } = letter.item;
+      newest.add(
+        letter.deadLetteredMs,
+        options.showData ? { ...rest, id: id ?? null, data } : rest,
+      );
+    }
     return new Set();
   });
-  const byReason: Record<string, number> = {};
-  for (const { item } of found) byReason[item.reason] = (byReason[item.reason] ?? 0) + 1;
-  found.sort((a, b) => b.deadLetteredMs - a.deadLetteredMs);
-  const items = found.slice(0, filters.limit).map(({ item }) => {
-    const { id, data, ...rest } = item;
-    return options.showData ? { ...rest, id: id ?? null, data } : rest;
-  });
-  return { count: found.length, byReason, items, complete: scanned && hidden === 0 };
+  return { count, byReason, items: newest.items(), complete: scanned && hidden === 0 };
+}
+
+/**
+ * The `limit` newest of the items added, holding at most about twice that many: they are sorted
+ * and cut whenever that many have gathered. The sort is stable, so letters of the same time keep
+ * the order they were read in.
+ */
+function newestItems(limit: number) {
+  let kept: Array<{ ms: number; item: DeadLetterItem }> = [];
+  const cut = () => {
+    kept.sort((a, b) => b.ms - a.ms);
+    kept = kept.slice(0, limit);
+  };
+  return {
+    add(ms: number, item: DeadLetterItem) {
+      kept.push({ ms, item });
+      if (kept.length >= 2 * limit + 10) cut();
+    },
+    items(): DeadLetterItem[] {
+      cut();
+      return kept.map(({ item }) => item);
+    },
+  };
 }
 
 export interface RedriveResult {
+  /** Every matching dead letter read, those `skipped` included. */
   matched: number;
   moved: number;
+  /** The matching dead letters still there: `matched - moved`. */
   left: number;
   complete: boolean;
   /** Of those moved, the `mapping_failed` ones that had nothing to queue now: deleted. */
   nothingQueued: number;
+  /**
+   * Of those left, the ones it did not try: written after it started (one it moved that came
+   * back, the cause not fixed yet, or a new one), or another letter of an event it moved.
+   */
+  skipped: number;
 }
 
 interface RedriveOptions {
@@ -305,6 +387,11 @@ interface RedriveOptions {
  * source as configured now (`remap`), and its events are queued as the ingest queues them, or,
  * when the filter is false or the mapping yields `[]`, nothing is; either way it is deleted then.
  * One whose mapping still fails stays, and `kept` says why; so does one a dry run would keep.
+ *
+ * Only letters already there when it started are moved, each event once: what it moved may be
+ * refused again and come back as a new dead letter while it runs (the cause not fixed yet), and
+ * moving that copy would send the same event round and round. "When it started" is on SQS's
+ * clock (`startOfCommand`). The letters it leaves for that are counted in `left` (`skipped`).
  */
 export async function redriveDeadLetters(
   sqs: SQSClient,
@@ -314,16 +401,19 @@ export async function redriveDeadLetters(
 ): Promise<RedriveResult> {
   // Those hidden by a redrive that was killed must be back, or this one could not finish the job.
   await waitForHidden(sqs, urls.deadLetterQueueUrl, options, options.waiting);
-  const total = (await countMessages(sqs, urls.deadLetterQueueUrl)).total;
+  const { total, cutOff } = await startOfCommand(sqs, urls.deadLetterQueueUrl, options.now);
   const state = { scanned: 0, matched: 0, moved: 0, total, nothingQueued: 0, sent: 0 };
+  // Pacing measures intervals, which the operator's clock does well.
   const started = options.now();
-  // What this redrive moved may be refused again and come back as a new dead letter while it
-  // runs (the cause not fixed yet): such a copy is not one to move again, or the same event
-  // would go round and round. Only letters already there when it started, each event once.
   const movedEvents = new Set<string>();
-  const before = (scanned: Scanned) =>
-    scanned.deadLetteredMs < started &&
-    (scanned.item.eventId === null || !movedEvents.has(scanned.item.eventId));
+  const skipped = new Set<string>();
+  const before = (scanned: Scanned) => {
+    const there =
+      scanned.sentMs < cutOff &&
+      (scanned.item.eventId === null || !movedEvents.has(scanned.item.eventId));
+    if (!there) skipped.add(scanned.message.MessageId ?? '');
+    return there;
+  };
   const remapped = remapOnce(options);
   // A scan ends before what it hid reappears; on a large queue another round finds the rest.
   let complete = false;
@@ -339,7 +429,7 @@ export async function redriveDeadLetters(
       options,
       async (batch) => {
         state.scanned += batch.length;
-        const matching = batch.filter((scanned) => before(scanned) && matches(scanned, filters));
+        const matching = batch.filter((scanned) => matches(scanned, filters) && before(scanned));
         state.matched += matching.length;
         const room = Math.max(0, filters.limit - state.moved);
         const { plain, mapped } = await remapped(matching.slice(0, room));
@@ -370,8 +460,9 @@ export async function redriveDeadLetters(
     ));
     if (state.moved === movedBefore) break;
   }
-  const { matched, moved, nothingQueued } = state;
-  return { matched, moved, left: matched - moved, complete, nothingQueued };
+  const { moved, nothingQueued } = state;
+  const matched = state.matched + skipped.size;
+  return { matched, moved, left: matched - moved, complete, nothingQueued, skipped: skipped.size };
 }
 
 /** A `mapping_failed` letter mapped again, and what it now queues (maybe nothing). */
@@ -468,17 +559,21 @@ async function deleteLetters(
 }
 
 export interface DiscardResult {
+  /** Every matching dead letter read, those `skipped` included. */
   matched: number;
   discarded: number;
+  /** The matching dead letters still there: `matched - discarded`. */
   left: number;
   complete: boolean;
+  /** Of those left, the ones written after it started: not looked at, so not discarded. */
+  skipped: number;
 }
 
 /**
  * `dead-letters discard`: deletes the matching dead letters (at most `filters.limit`) for good;
- * the others are made visible again. Only letters there when it started. A record's later
- * letters, which a FIFO queue hands out only once its earlier ones are gone, are reached in
- * later rounds.
+ * the others are made visible again. Only letters there when it started (on SQS's clock,
+ * `startOfCommand`): one written since was not looked at. A record's later letters, which a FIFO
+ * queue hands out only once its earlier ones are gone, are reached in later rounds.
  */
 export async function discardDeadLetters(
   sqs: SQSClient,
@@ -490,10 +585,11 @@ export async function discardDeadLetters(
   >,
 ): Promise<DiscardResult> {
   await waitForHidden(sqs, queueUrl, options, options.waiting);
-  const started = options.now();
+  const { cutOff } = await startOfCommand(sqs, queueUrl, options.now);
   let matched = 0;
   let discarded = 0;
   let complete = false;
+  const skipped = new Set<string>();
   for (let round = 0; round < 100 && !complete && !options.shouldStop(); round++) {
     const discardedBefore = discarded;
     matched = discarded;
@@ -502,9 +598,12 @@ export async function discardDeadLetters(
       queueUrl,
       options,
       async (batch) => {
-        const matching = batch.filter(
-          (scanned) => scanned.deadLetteredMs < started && matches(scanned, filters),
-        );
+        const matching = batch.filter((scanned) => {
+          if (!matches(scanned, filters)) return false;
+          if (scanned.sentMs < cutOff) return true;
+          skipped.add(scanned.message.MessageId ?? '');
+          return false;
+        });
         matched += matching.length;
         if (options.dryRun) return new Set();
         const room = Math.max(0, filters.limit - discarded);
@@ -516,7 +615,8 @@ export async function discardDeadLetters(
     ));
     if (discarded === discardedBefore) break;
   }
-  return { matched, discarded, left: matched - discarded, complete };
+  matched += skipped.size;
+  return { matched, discarded, left: matched - discarded, complete, skipped: skipped.size };
 }
 
 /**
@@ -566,22 +666,79 @@ function groupOf(message: Message): string {
   return message.Attributes?.MessageGroupId ?? message.MessageId ?? '';
 }
 
+/**
+ * Sends letters of different records (at most 10) and deletes those sent, in calls within
+ * SendMessageBatch's limits; resolves the message ids moved.
+ */
 async function sendAndDelete(
   sqs: SQSClient,
   urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
   letters: Scanned[],
 ): Promise<string[]> {
   const fifo = isFifoQueue(urls.eventsQueueUrl);
+  const entries = letters.map(({ message, body }, i) => ({
+    Id: String(i),
+    MessageBody: body,
+    MessageAttributes: originalAttributes(message),
+    ...(fifo ? fifoIds(message) : {}),
+  }));
+  const moved: string[] = [];
+  for (const group of bySize(entries)) moved.push(...(await sendGroup(sqs, urls, letters, group)));
+  return moved;
+}
+
+/** SendMessageBatch takes at most 10 entries and 1 MiB (1,048,576 bytes) of messages in all. */
+const BATCH_ENTRIES = 10;
+const BATCH_BYTES = 1_048_576;
+
+/**
+ * Entries in groups SendMessageBatch takes, in their order: a group is closed when the next
+ * entry would pass 10 entries or 1 MiB. One letter is at most SQS's largest message, so it
+ * always fits a group of its own.
+ */
+function bySize<
+  T extends { MessageBody: string; MessageAttributes: Record<string, MessageAttributeValue> },
+>(entries: T[]): T[][] {
+  const groups: T[][] = [];
+  let group: T[] = [];
+  let bytes = 0;
+  for (const entry of entries) {
+    const size = messageSize(entry.MessageBody, entry.MessageAttributes);
+    if (group.length > 0 && (group.length === BATCH_ENTRIES || bytes + size > BATCH_BYTES)) {
+      groups.push(group);
+      group = [];
+      bytes = 0;
+    }
+    group.push(entry);
+    bytes += size;
+  }
+  if (group.length > 0) groups.push(group);
+  return groups;
+}
+
+/**
+ * A message's size as SQS counts it against its limits: the body's bytes, and each message
+ * attribute's name, data type and value (UTF-8 bytes of text, raw bytes of binary).
+ */
+function messageSize(body: string, attributes: Record<string, MessageAttributeValue>): number {
+  let size = Buffer.byteLength(body, 'utf8');
+  for (const [name, { DataType, StringValue, BinaryValue }] of Object.entries(attributes)) {
+    size += Buffer.byteLength(name, 'utf8') + Buffer.byteLength(DataType ?? '', 'utf8');
+    if (StringValue !== undefined) size += Buffer.byteLength(StringValue, 'utf8');
+    if (BinaryValue !== undefined) size += BinaryValue.byteLength;
+  }
+  return size;
+}
+
+/** One SendMessageBatch of `group` (entries whose Id is the letter's index), then its delete. */
+async function sendGroup(
+  sqs: SQSClient,
+  urls: { deadLetterQueueUrl: string; eventsQueueUrl: string },
+  letters: Scanned[],
+  group: SendMessageBatchRequestEntry[],
+): Promise<string[]> {
   const sent = await sqs.send(
-    new SendMessageBatchCommand({
-      QueueUrl: urls.eventsQueueUrl,
-      Entries: letters.map(({ message, body }, i) => ({
-        Id: String(i),
-        MessageBody: body,
-        MessageAttributes: originalAttributes(message),
-        ...(fifo ? fifoIds(message) : {}),
-      })),
-    }),
+    new SendMessageBatchCommand({ QueueUrl: urls.eventsQueueUrl, Entries: group }),
   );
   const sentIndexes = (sent.Successful ?? []).map((entry) => Number(entry.Id));
   if (sentIndexes.length === 0) return [];

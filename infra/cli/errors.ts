@@ -1,8 +1,13 @@
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
 /**
  * Exit codes of `npx mautic-relay` (contract §4 lists them):
  * 0 done; 1 the command ran and failed (a non-2xx answer to `send`, dead letters that could not
  * be moved); 2 a usage mistake (unknown command or option, bad value); 3 what the command needs
- * cannot be reached (AWS settings, a stack or local stack that is not there).
+ * cannot be reached (AWS settings, AWS itself from this network, a stack or local stack that is
+ * not there).
  */
 export const EXIT = { ok: 0, failed: 1, usage: 2, setup: 3 } as const;
 
@@ -17,7 +22,12 @@ export class SetupError extends Error {
  */
 export function explainAwsError(
   error: unknown,
-  where: { environment: string; local: boolean },
+  where: {
+    environment: string;
+    local: boolean;
+    /** The command's environment: AWS_PROFILE, and where the AWS config files are. */
+    env: Readonly<Record<string, string | undefined>>;
+  },
 ): string | undefined {
   if (!(error instanceof Error)) return undefined;
   const name = error.name;
@@ -25,6 +35,22 @@ export function explainAwsError(
   const code = (error as { code?: string }).code;
   if (where.local && (code === 'ECONNREFUSED' || /ECONNREFUSED|socket hang up/.test(message))) {
     return 'The local stack does not answer: is "npm start" still running? Start it again.';
+  }
+  const unreachable = unreachableHost(error);
+  if (unreachable !== undefined && where.local)
+    return `The local stack does not answer (${unreachable}): is "npm start" still running? Start it again.`;
+  if (unreachable !== undefined) {
+    return `AWS cannot be reached from here (${unreachable}): check the network connection, a proxy (HTTPS_PROXY), and AWS_REGION${where.env.AWS_ENDPOINT_URL === undefined ? '' : ' and AWS_ENDPOINT_URL'}.`;
+  }
+  const profile = where.env.AWS_PROFILE;
+  const needsProfile =
+    /Region is missing/i.test(message) ||
+    name === 'CredentialsProviderError' ||
+    /Could not load credentials|credential.*not (found|loaded)|Profile .* could not be found/i.test(
+      message,
+    );
+  if (profile !== undefined && needsProfile && !awsProfiles(where.env).has(profile)) {
+    return `AWS_PROFILE is "${profile}", but no profile of that name is in the AWS config files (${configFiles(where.env).join(', ')}): check the name ("aws configure list-profiles"), or set it up ("aws configure sso --profile ${profile}" or "aws configure --profile ${profile}").`;
   }
   if (/Region is missing/i.test(message)) {
     return 'No AWS region is set: set AWS_REGION (e.g. AWS_REGION=eu-west-1), or AWS_PROFILE to a profile that has a region.';
@@ -61,4 +87,70 @@ export function explainAwsError(
     return `A secret of the relay does not exist: redeploy the stack${where.local ? ' (restart "npm start")' : ` (npx cdk deploy -c env=${where.environment})`}.`;
   }
   return undefined;
+}
+
+/** Network error codes of a call that got no answer: AWS is not reachable from here. */
+const UNREACHABLE = new Set([
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
+/**
+ * The host and code of a call that could not reach AWS (`sqs.eu-west-1.amazonaws.com: ENOTFOUND`),
+ * or the SDK's timeout; undefined for any other error. Node's network errors name the host or
+ * address and port, never the request.
+ */
+function unreachableHost(error: Error): string | undefined {
+  const { code, hostname, address, port } = error as {
+    code?: string;
+    hostname?: string;
+    address?: string;
+    port?: number;
+  };
+  if (error.name === 'TimeoutError') return 'no answer in time';
+  if (code === undefined || !UNREACHABLE.has(code)) return undefined;
+  const host =
+    hostname ?? (address === undefined ? undefined : `${address}${port ? `:${port}` : ''}`);
+  return host === undefined ? code : `${host}: ${code}`;
+}
+
+/** The AWS config and credentials files, where the SDK looks for them. */
+function configFiles(env: Readonly<Record<string, string | undefined>>): string[] {
+  const home = homedir();
+  return [
+    env.AWS_CONFIG_FILE ?? join(home, '.aws', 'config'),
+    env.AWS_SHARED_CREDENTIALS_FILE ?? join(home, '.aws', 'credentials'),
+  ];
+}
+
+/**
+ * The profiles the AWS config files name: `[default]` and `[profile NAME]` in the config file,
+ * `[NAME]` in the credentials file. A file that cannot be read names none.
+ */
+function awsProfiles(env: Readonly<Record<string, string | undefined>>): Set<string> {
+  const [config, credentials] = configFiles(env);
+  const names = new Set<string>();
+  for (const [file, isConfig] of [
+    [config, true],
+    [credentials, false],
+  ] as const) {
+    let text: string;
+    try {
+      text = readFileSync(file ?? '', 'utf8');
+    } catch {
+      continue;
+    }
+    for (const [, section = ''] of text.matchAll(/^\s*\[([^\]\n]+)\]/gm)) {
+      const header = section.trim();
+      const name =
+        isConfig && header !== 'default' ? header.match(/^profile\s+(.+)$/)?.[1] : header;
+      if (name !== undefined) names.add(name.trim());
+    }
+  }
+  return names;
 }

@@ -33,6 +33,9 @@ export async function refreshEnvironment(
     );
     outputs = Stacks?.[0]?.Outputs ?? [];
   } catch (error) {
+    // What the AWS environment lacks (a region, credentials, a profile, the network) is for the
+    // command to explain; a stack that is not there is this message.
+    if (!(error instanceof Error && error.name === 'ValidationError')) throw error;
     throw new SetupError(
       `Cannot read the stack ${stackName} (${describe(error)}): check --env and the AWS environment (AWS_REGION or AWS_PROFILE, and credentials)`,
     );
@@ -79,10 +82,13 @@ export async function refreshLocal(dir: string, fetch: FetchLike): Promise<Refre
   return parseOutcome(text);
 }
 
-/** Prints the result; false when the refresh failed (the command then exits non-zero). */
+/**
+ * Prints the result; false when the refresh failed (the command then exits non-zero).
+ * `authorize` is the command that authorizes this relay again (with its --env NAME or --local).
+ */
 export function printRefresh(
   result: RefreshResult,
-  options: { json: boolean; now: number; print: (line: string) => void },
+  options: { json: boolean; now: number; print: (line: string) => void; authorize: string },
 ): boolean {
   const secondsLeft = result.stored
     ? Math.max(0, Math.round((Date.parse(result.stored.accessTokenExpiresAt) - options.now) / 1000))
@@ -96,7 +102,7 @@ export function printRefresh(
     );
   } else if (result.action === 'failed') {
     options.print(
-      `The refresh failed (${result.why ?? 'unknown'}): the refresher's log says how to fix it${result.why === 'needs_authorize' ? ' (run "npx mautic-relay authorize")' : ''}.`,
+      `The refresh failed (${result.why ?? 'unknown'}): the refresher's log says how to fix it${result.why === 'needs_authorize' ? ` (run "${options.authorize}")` : ''}.`,
     );
   } else {
     options.print(

@@ -1,5 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { GetSecretValueCommand, PutSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { randomBytes, randomUUID } from 'node:crypto';
+import {
+  GetSecretValueCommand,
+  InvalidParameterException,
+  PutSecretValueCommand,
+  UpdateSecretVersionStageCommand,
+} from '@aws-sdk/client-secrets-manager';
 import { CredentialError } from '../../functions/core/errors.ts';
 import {
   credentialLists,
@@ -27,12 +32,17 @@ export interface SendersResult {
   removed?: string;
 }
 
+/** How many times an edit is made again on what another edit wrote meanwhile. */
+const EDIT_ATTEMPTS = 5;
+
 /**
  * `senders list | add-secret | add-key | remove ID`: reads and rewrites the ingest's webhook
- * secret. A read-modify-write with no lock: two operators editing at the same second could
- * lose one edit, which `list` shows; a rotation is rare and manual, so that is accepted.
- * Every result is checked as the ingest will check it before it is written, and the last
- * credential cannot be removed (the ingest would refuse every request).
+ * secret. Each edit is a compare-and-swap on the secret's version, as the token secret's writes
+ * are: made on the version it read, and made current only if that version still is. An edit that
+ * lost the race to another is made again on what the other wrote (a key being removed stays
+ * removed, a key added stays added), at most EDIT_ATTEMPTS times, then reported. Every result is
+ * checked as the ingest will check it before it is written, and the last credential cannot be
+ * removed (the ingest would refuse every request).
  */
 export async function senders(
   target: Target,
@@ -40,27 +50,38 @@ export async function senders(
   id: string | undefined,
   now: () => number,
 ): Promise<SendersResult> {
-  const current = await read(target);
-  if (action === 'list') return { senders: current.map(info) };
-
+  if (action === 'list') return { senders: (await read(target)).senders.map(info) };
   if (action === 'remove') {
-    if (!current.some((sender) => sender.id === id)) {
-      throw new UsageError(
-        `No sender "${id}"; the senders are: ${current.map((s) => s.id).join(', ')}`,
-      );
-    }
-    const rest = current.filter((sender) => sender.id !== id);
-    if (rest.length === 0) {
-      throw new UsageError(
-        `"${id}" is the last sender credential; add another first (the ingest would refuse every request).`,
-      );
-    }
-    await write(target, rest);
+    const rest = await edit(target, (current, retried) => {
+      // Removed meanwhile by the edit that got in first: nothing left to do.
+      if (retried && !current.some((sender) => sender.id === id)) return current;
+      return without(current, id ?? '');
+    });
     return { senders: rest.map(info), removed: id ?? '' };
   }
+  const added = newCredential(action === 'add-secret' ? 'webhook_secret' : 'api_key', now);
+  const next = await edit(target, (current) => [...current, added]);
+  return { senders: next.map(info), added: { ...info(added), secret: added.value } };
+}
 
-  const kind = action === 'add-secret' ? 'webhook_secret' : 'api_key';
-  const added: SenderCredential = {
+/** The credentials without `id`; a usage error when there is none, or it is the last. */
+function without(current: SenderCredential[], id: string): SenderCredential[] {
+  if (!current.some((sender) => sender.id === id)) {
+    throw new UsageError(
+      `No sender "${id}"; the senders are: ${current.map((s) => s.id).join(', ')}`,
+    );
+  }
+  const rest = current.filter((sender) => sender.id !== id);
+  if (rest.length === 0) {
+    throw new UsageError(
+      `"${id}" is the last sender credential; add another first (the ingest would refuse every request).`,
+    );
+  }
+  return rest;
+}
+
+function newCredential(kind: SenderCredential['kind'], now: () => number): SenderCredential {
+  return {
     id: `snd_${randomBytes(5).toString('hex')}`,
     kind,
     value:
@@ -69,17 +90,35 @@ export async function senders(
         : randomBytes(32).toString('base64url'),
     createdAt: new Date(now()).toISOString(),
   };
-  const next = [...current, added];
-  await write(target, next);
-  return { senders: next.map(info), added: { ...info(added), secret: added.value } };
 }
 
-async function read(target: Target): Promise<SenderCredential[]> {
-  const { SecretString } = await target.secrets.send(
+/**
+ * Reads the credentials, `change`s them and writes the result on the version read; when another
+ * edit got in first, does it all again on what that one wrote. Resolves what was written.
+ */
+async function edit(
+  target: Target,
+  change: (current: SenderCredential[], retried: boolean) => SenderCredential[],
+): Promise<SenderCredential[]> {
+  for (let attempt = 1; ; attempt++) {
+    const { senders, versionId } = await read(target);
+    const next = change(senders, attempt > 1);
+    if (next === senders || (await write(target, next, versionId)) === 'written') return next;
+    if (attempt === EDIT_ATTEMPTS)
+      throw new Error(
+        `Other edits of ${target.webhookSecretId} got in first ${EDIT_ATTEMPTS} times; this one changed nothing: run it again (senders list shows the credentials now).`,
+      );
+  }
+}
+
+async function read(
+  target: Target,
+): Promise<{ senders: SenderCredential[]; versionId: string | undefined }> {
+  const { SecretString, VersionId } = await target.secrets.send(
     new GetSecretValueCommand({ SecretId: target.webhookSecretId }),
   );
   try {
-    return readSenderCredentials(SecretString);
+    return { senders: readSenderCredentials(SecretString), versionId: VersionId };
   } catch (error) {
     if (error instanceof CredentialError)
       throw new SetupError(`${target.webhookSecretId}: ${error.message}`);
@@ -87,15 +126,51 @@ async function read(target: Target): Promise<SenderCredential[]> {
   }
 }
 
-async function write(target: Target, next: SenderCredential[]): Promise<void> {
+/**
+ * Writes `next` as a new version labelled AWSPENDING, then moves AWSCURRENT to it from `basedOn`
+ * (the version it was made from): Secrets Manager moves the label only if `basedOn` still holds
+ * it, so an edit made on what another edit replaced is never current ('superseded'). The same as
+ * the token secret's writes (functions/adapters/secrets-manager-token-vault.ts).
+ */
+async function write(
+  target: Target,
+  next: SenderCredential[],
+  basedOn: string | undefined,
+): Promise<'written' | 'superseded'> {
   // Fails here, naming the bad entry by position, rather than in the ingest.
   parseCredentials(credentialLists(next));
+  const SecretId = target.webhookSecretId;
+  const SecretString = writeSenderCredentials(next);
+  if (basedOn === undefined) {
+    // A secret without a version yet: the first one becomes current by itself.
+    await target.secrets.send(new PutSecretValueCommand({ SecretId, SecretString }));
+    return 'written';
+  }
+  const versionId = randomUUID();
   await target.secrets.send(
     new PutSecretValueCommand({
-      SecretId: target.webhookSecretId,
-      SecretString: writeSenderCredentials(next),
+      SecretId,
+      SecretString,
+      ClientRequestToken: versionId,
+      VersionStages: ['AWSPENDING'],
     }),
   );
+  try {
+    await target.secrets.send(
+      new UpdateSecretVersionStageCommand({
+        SecretId,
+        VersionStage: 'AWSCURRENT',
+        MoveToVersionId: versionId,
+        RemoveFromVersionId: basedOn,
+      }),
+    );
+    return 'written';
+  } catch (error) {
+    if (!(error instanceof InvalidParameterException)) throw error;
+    // The move may have happened before its answer was lost (the SDK then tried it again).
+    const current = await target.secrets.send(new GetSecretValueCommand({ SecretId }));
+    return current.VersionId === versionId ? 'written' : 'superseded';
+  }
 }
 
 function info({ id, kind, createdAt }: SenderCredential): SenderInfo {

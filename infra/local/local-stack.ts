@@ -225,7 +225,7 @@ async function start(
       [ENV.CLIENT_SECRET_ID]: ids.clientSecretId,
       [ENV.TOKEN_SECRET_ID]: ids.tokenSecretId,
     }),
-    { secrets, logger, metrics },
+    { secrets, logger, metrics, authorizeCommand: authorizeCommand(config.AUTHORIZE_PORT) },
   );
   const refresher = new LocalRefresher(
     (event) => refresh(event, lambdaContext('refresh', 30_000)),
@@ -376,9 +376,7 @@ async function start(
   if (credential.grantType === 'authorization_code') {
     // The tokens come from a person approving the relay; until then events wait in the queue.
     print('Authorize the relay (authorization_code), then it delivers:');
-    print(
-      `  npx mautic-relay authorize --local${config.AUTHORIZE_PORT === 8765 ? '' : ` --port ${config.AUTHORIZE_PORT}`}`,
-    );
+    print(`  ${authorizeCommand(config.AUTHORIZE_PORT)}`);
   }
   print('Send a signed sample event:');
   print(
@@ -434,4 +432,9 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
 /** "1 event was", "2 events were". */
 function events(count: number): string {
   return count === 1 ? '1 event was' : `${count} events were`;
+}
+
+/** The operator command that authorizes this stack (its redirect URI's port, when not 8765). */
+function authorizeCommand(port: number): string {
+  return `npx mautic-relay authorize --local${port === 8765 ? '' : ` --port ${port}`}`;
 }

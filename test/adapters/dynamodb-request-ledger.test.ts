@@ -133,6 +133,31 @@ describe('DynamoDbRequestLedger', () => {
     expect(Items[0]?.in_progress_expiration?.N).toBe(String(NOW + 30_000));
   });
 
+  it("keeps a 503's progress for the next try of the same body only, within the window", async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: NOW });
+    const { ledger, tableName } = await newLedger(db, { windowSeconds: 600 });
+    const partial = { status: 503, body: '{}', remember: false, progress: '["a",null]' };
+    const seen: Array<string | undefined> = [];
+    const accept = async (progress: string | undefined) => {
+      seen.push(progress);
+      return partial;
+    };
+
+    await ledger.once(identity, accept, options);
+    await ledger.once(identity, accept, options);
+    vi.setSystemTime(NOW + 600_001);
+    await ledger.once(identity, accept, options);
+    await ledger.once({ ...identity, bodyHash: 'b3RoZXI=' }, accept, options);
+    const { Items = [] } = await db.client.send(new ScanCommand({ TableName: tableName }));
+
+    // The first try has none; the second gets the first's; past the window (the second's
+    // progress kept at NOW), none; another body, none.
+    expect(seen).toEqual([undefined, '["a",null]', undefined, undefined]);
+    expect(Items).toHaveLength(1);
+    expect(Items[0]?.id?.S).toMatch(/^ingest-progress#[A-Za-z0-9_-]{43}$/);
+    expect(JSON.stringify(Items)).not.toContain('msg_ledger');
+  });
+
   it('tells a reused id (another body) from a replay', async () => {
     const { ledger } = await newLedger(db);
 

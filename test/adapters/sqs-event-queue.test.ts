@@ -61,6 +61,33 @@ describe('SqsEventQueue', () => {
     ).toEqual([['0', '1'], ['1']]);
   });
 
+  it('tells `queued` of each message SQS took, in a failing batch too, and of no other', async () => {
+    // 25 messages: groups of 10, 10 and 5. In the second, SQS takes 10–14 and never 15–19; in
+    // the third it refuses 24 as the sender's fault and takes the rest of it.
+    sqs.on(SendMessageBatchCommand).callsFake((input) => {
+      const entries = input.Entries as Array<{ Id: string; MessageBody: string }>;
+      const n = (e: { MessageBody: string }) => Number.parseInt(e.MessageBody, 10);
+      const fails = (e: { MessageBody: string }) => (n(e) >= 15 && n(e) < 20) || n(e) === 24;
+      return {
+        Successful: entries.filter((e) => !fails(e)).map((e) => ({ Id: e.Id })),
+        Failed: entries
+          .filter(fails)
+          .map((e) => ({ Id: e.Id, Code: 'InternalError', SenderFault: n(e) === 24 })),
+      };
+    });
+    const told: string[] = [];
+
+    await expect(
+      queue().enqueue(
+        Array.from({ length: 25 }, (_, i) => message(i)),
+        (queued) => told.push(queued.eventId),
+      ),
+    ).rejects.toBeInstanceOf(QueueUnavailableError);
+
+    const took = [...Array.from({ length: 15 }, (_, i) => i), 20, 21, 22, 23];
+    expect([...told].sort()).toEqual(took.map((i) => `e${i}`).sort());
+  });
+
   it("does not retry a message SQS refuses as the sender's fault", async () => {
     sqs.on(SendMessageBatchCommand).resolves({
       Successful: [],

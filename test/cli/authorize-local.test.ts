@@ -32,7 +32,10 @@ describe('the authorization_code flow against the local stack', () => {
         .find((line) => line.startsWith('  npx mautic-relay authorize'))
         ?.trim();
       expect(command).toBe(`npx mautic-relay authorize --local --port ${port}`);
-      expect(printed.join('\n')).toContain('Run "npx mautic-relay authorize"');
+      // The refresher's hint names the same command: --local, and this stack's port.
+      expect(printed.join('\n')).toContain(
+        `Run "npx mautic-relay authorize --local --port ${port}"`,
+      );
 
       const before = await run(
         'node',

@@ -1,4 +1,6 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
@@ -19,6 +21,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DEAD_LETTER_REASONS } from '../../functions/core/dead-letter-reasons.ts';
 import { type CliIo, runCli } from '../../infra/cli/cli.ts';
 import { EXIT } from '../../infra/cli/errors.ts';
 
@@ -169,6 +172,13 @@ describe('the CLI itself', () => {
     expect(bare.err).toContain('Usage: npx mautic-relay COMMAND');
   });
 
+  it('lists every dead-letter reason under --reason, in the help of the commands that filter', async () => {
+    for (const command of ['dead-letters', 'redrive']) {
+      const { out } = await run([command, '--help']);
+      for (const reason of DEAD_LETTER_REASONS) expect(out).toContain(reason);
+    }
+  });
+
   it('says so when the command is unknown', async () => {
     const { code, err } = await run(['statsu', '--env', 'dev']);
     expect(code).toBe(EXIT.usage);
@@ -186,6 +196,17 @@ describe('the CLI itself', () => {
     [['dead-letters', '--env', 'dev', '--action', 'upsert'], /--action must be create/],
     [['dead-letters', '--env', 'dev', '--entity', 'Contacts!'], /--entity must be/],
     [['dead-letters', '--env', 'dev', '--reason', 'Bad Reason'], /--reason must be/],
+    // Our message, not node's parser's ("argument is ambiguous").
+    [['dead-letters', '--env', 'dev', '--limit', '-5'], /^--limit must be a whole number from 1/],
+    [['redrive', '--env', 'dev', '--limit', '-5'], /^--limit must be a whole number from 1/],
+    [['redrive', '--env', 'dev', '--rate', '-1'], /^--rate must be a number of events a second/],
+    // Only the documented reasons, named in the message.
+    [
+      ['dead-letters', '--env', 'dev', '--reason', 'mautic_rejected'],
+      /--reason must be one of the dead-letter reasons: mautic_rejected_item, .*, invalid_event\n/,
+    ],
+    [['dead-letters', 'discard', '--env', 'dev', '--reason', 'timeout'], /retry_horizon_exceeded/],
+    [['redrive', '--env', 'dev', '--reason', 'too-many-receives'], /too_many_receives/],
     [['redrive', '--env', 'dev', '--rate', '0'], /--rate must be/],
     [['redrive', '--env', 'dev', '--rate', 'fast'], /--rate must be/],
     [['senders', '--env', 'dev'], /senders needs one of/],
@@ -310,6 +331,39 @@ describe('AWS errors name the setting to fix', () => {
     const { code, err } = await run(['senders', 'list', '--local'], { MAUTIC_RELAY_DIR: dir });
     expect(code).toBe(EXIT.setup);
     expect(err).toContain('No local stack is running');
+  });
+
+  it('refresh --local: a refresh that needs a person names the authorize command with --local', async () => {
+    // The running stack's control endpoint, answering as its refresher does.
+    const control = createServer((_, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ action: 'failed', why: 'needs_authorize' }));
+    });
+    await new Promise<void>((resolve) => control.listen(0, '127.0.0.1', resolve));
+    const { port } = control.address() as AddressInfo;
+    mkdirSync(join(dir, '.mautic-relay'));
+    writeFileSync(
+      join(dir, '.mautic-relay', 'local.json'),
+      JSON.stringify({
+        ingestUrl: 'http://127.0.0.1:1/events',
+        sqsEndpoint: 'http://127.0.0.1:1',
+        queueUrl: 'q',
+        deadLetterQueueUrl: 'd',
+        secretsEndpoint: 'http://127.0.0.1:1',
+        tokenSecretId: 't',
+        controlUrl: `http://127.0.0.1:${port}`,
+        pid: process.pid,
+        startedAt: new Date().toISOString(),
+      }),
+    );
+    try {
+      const { code, out } = await run(['refresh', '--local'], { MAUTIC_RELAY_DIR: dir });
+      expect(code).toBe(EXIT.failed);
+      expect(out).toContain('(run "npx mautic-relay authorize --local")');
+    } finally {
+      control.closeAllConnections();
+      await new Promise((resolve) => control.close(resolve));
+    }
   });
 
   it('an unexpected error exits 1 with the command named', async () => {
@@ -799,6 +853,40 @@ describe('redrive --env', () => {
     expect(awsCalls()).toBe(calls);
   });
 
+  it('leaves a letter written after it started (on SQS’s clock; a mock has none: the operator’s), counts it in left, says why, and exits 0', async () => {
+    const setUp = () => {
+      deployed();
+      queue(DLQ, 3);
+      // The third was sent a minute after NOW: while the redrive ran, say.
+      const letters = [deadLetter(1, { group: 'a' }), deadLetter(2, { group: 'b' })];
+      letters.push(deadLetter(-1, { group: 'c' }));
+      sqs.on(ReceiveMessageCommand).resolvesOnce({ Messages: letters }).resolves({ Messages: [] });
+      sqs.on(ChangeMessageVisibilityBatchCommand).resolves({});
+      for (const command of [SendMessageBatchCommand, DeleteMessageBatchCommand] as const)
+        sqs.on(command as typeof SendMessageBatchCommand).callsFake((input) => ({
+          Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+        }));
+    };
+    setUp();
+    const json = await run(['redrive', '--env', 'dev', '--json']);
+    expect(json.code).toBe(EXIT.ok);
+    expect(JSON.parse(json.out)).toEqual({ matched: 3, moved: 2, left: 1 });
+    const sent = sqs
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((c) => c.args[0].input.Entries ?? [])
+      .map((e) => e.MessageDeduplicationId);
+    expect(sent.sort()).toEqual(['m1', 'm2']);
+
+    sqs.reset();
+    cloudFormation.reset();
+    setUp();
+    const human = await run(['redrive', '--env', 'dev']);
+    expect(human.code).toBe(EXIT.ok);
+    expect(human.out).toBe(
+      'Moved 2 of 3 matching dead letters to the events queue; 1 left. 1 of them was written after the redrive started, or is a copy of an event it moved (it moves each event once): run it again for those.',
+    );
+  });
+
   it('--dry-run only counts, and --limit moves at most N', async () => {
     dlq(5);
     const dry = await run(['redrive', '--env', 'dev', '--dry-run', '--json']);
@@ -818,6 +906,47 @@ describe('redrive --env', () => {
     const limited = await run(['redrive', '--env', 'dev', '--limit', '2', '--json']);
     expect(limited.code).toBe(EXIT.ok);
     expect(JSON.parse(limited.out)).toEqual({ matched: 5, moved: 2, left: 3 });
+  });
+});
+
+describe('dead-letters discard --env', () => {
+  function dlq(letters: Message[]) {
+    deployed();
+    queue(DLQ, letters.length);
+    sqs.on(ReceiveMessageCommand).resolvesOnce({ Messages: letters }).resolves({ Messages: [] });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({});
+    sqs.on(DeleteMessageBatchCommand).callsFake((input) => ({
+      Successful: input.Entries.map((e: { Id: string }) => ({ Id: e.Id })),
+    }));
+  }
+
+  it('--dry-run says how many --limit would discard, and deletes none', async () => {
+    dlq([1, 2, 3, 4, 5].map((n) => deadLetter(n, { group: `r${n}` })));
+    const { code, out } = await run([
+      'dead-letters',
+      'discard',
+      '--env',
+      'dev',
+      '--dry-run',
+      '--limit',
+      '2',
+    ]);
+    expect(code).toBe(EXIT.ok);
+    expect(out).toBe('2 of 5 matching dead letters would be discarded (dry run: none discarded).');
+    expect(sqs.commandCalls(DeleteMessageBatchCommand)).toHaveLength(0);
+  });
+
+  it('leaves a letter written after it started, counted in left, and exits 0', async () => {
+    dlq([deadLetter(1, { group: 'a' }), deadLetter(-1, { group: 'b' })]);
+    const { code, out } = await run(['dead-letters', 'discard', '--env', 'dev']);
+    expect(code).toBe(EXIT.ok);
+    expect(out).toBe(
+      'Discarded 1 of 2 matching dead letters; 1 left. 1 of them was written after it started (not looked at), and stays.',
+    );
+    const deleted = sqs
+      .commandCalls(DeleteMessageBatchCommand)
+      .flatMap((c) => c.args[0].input.Entries ?? []);
+    expect(deleted.map((e) => e.ReceiptHandle)).toEqual(['r1']);
   });
 });
 

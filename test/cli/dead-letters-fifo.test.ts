@@ -178,6 +178,7 @@ describe('dead letters in FIFO queues', () => {
       left: 0,
       complete: true,
       nothingQueued: 0,
+      skipped: 0,
     });
     const events = await drain(eventsQueueUrl, 6);
     expect(byGroup(events)).toEqual({ A: ['a1', 'a2', 'a3'], B: ['b1', 'b2'], C: ['c1'] });
@@ -237,6 +238,7 @@ describe('dead letters in FIFO queues', () => {
       left: 0,
       complete: true,
       nothingQueued: 0,
+      skipped: 0,
     });
     expect(byGroup(await drain(eventsQueueUrl, 12))).toEqual({ A: later, B: ['b1'] });
     expect(byGroup(await drain(deadLetterQueueUrl, 1))).toEqual({ A: ['a1'] });
@@ -260,6 +262,7 @@ describe('dead letters in FIFO queues', () => {
       left: 0,
       complete: false,
       nothingQueued: 0,
+      skipped: 0,
     });
     expect(byGroup(await drain(eventsQueueUrl, 1))).toEqual({ B: ['b1'] });
     // What it read is visible again, in the order it was.

@@ -58,9 +58,15 @@ describe('refresh --env', () => {
 
     const result = await refreshEnvironment('dev', clients());
     const lines: string[] = [];
-    const ok = printRefresh(result, { json: true, now: NOW, print: (l) => lines.push(l) });
+    const authorize = 'npx mautic-relay authorize --env dev';
+    const ok = printRefresh(result, {
+      json: true,
+      now: NOW,
+      print: (l) => lines.push(l),
+      authorize,
+    });
     const human: string[] = [];
-    printRefresh(result, { json: false, now: NOW, print: (l) => human.push(l) });
+    printRefresh(result, { json: false, now: NOW, print: (l) => human.push(l), authorize });
 
     expect(cloudFormation.commandCalls(DescribeStacksCommand)[0]?.args[0].input).toEqual({
       StackName: 'MauticRelay-dev',
@@ -135,15 +141,16 @@ describe('refresh --env', () => {
       json: false,
       now: NOW,
       print: (l) => lines.push(l),
+      authorize: 'npx mautic-relay authorize --env dev',
     });
     const json: string[] = [];
     printRefresh(
       { action: 'failed', why: 'transient' },
-      { json: true, now: NOW, print: (l) => json.push(l) },
+      { json: true, now: NOW, print: (l) => json.push(l), authorize: 'unused' },
     );
 
     expect(ok).toBe(false);
-    expect(lines[0]).toContain('run "npx mautic-relay authorize"');
+    expect(lines[0]).toContain('run "npx mautic-relay authorize --env dev"');
     expect(json).toEqual(['{"refreshed":false,"accessTokenSecondsLeft":null}']);
     await expect(refreshEnvironment('dev', clients())).rejects.toThrow(
       'The refresher failed (Unhandled): see the log of f (its log group is a resource of the stack)',

@@ -20,6 +20,8 @@ describe('relayEventSchema', () => {
     [{ entity: 'contacts', action: 'delete', id: 5 }],
     [{ entity: 'companies', action: 'create', data: { companyname: 'Acme' } }],
     [{ entity: 'segments', action: 'create', data: { name: 'VIP' }, eventId: 'x'.repeat(128) }],
+    [{ entity: 'segments', action: 'create', data: { name: 'VIP' }, eventId: '😀'.repeat(64) }],
+    [{ entity: 'tags', action: 'create', data: { tag: 'a' }, eventId: 'order #1042 / café ✓' }],
   ])('accepts %j', (event) => {
     expect(relayEventSchema.safeParse(event).success).toBe(true);
   });
@@ -69,6 +71,12 @@ describe('queuedEventSchema', () => {
         v: 2,
       }).success,
     ).toBe(false);
+  });
+
+  it('reads an event id the ingest would refuse now: one queued before the rule is delivered', () => {
+    const old = queued({ entity: 'contacts', action: 'delete', id: 3, eventId: 'a\u0001\ud800' });
+
+    expect(queuedEventSchema.safeParse(old).success).toBe(true);
   });
 
   it('applies the same field rules as the ingest schema', () => {

@@ -155,7 +155,11 @@ function seededMautic(fail?: () => boolean) {
   seedRecord(mautic.state, 'campaigns', { name: 'Seed campaign', isPublished: true });
   return {
     ...mautic,
-    api: new MauticApiClient({ baseUrl: 'http://mautic.test', fetch: mautic.fetch, now: () => NOW }),
+    api: new MauticApiClient({
+      baseUrl: 'http://mautic.test',
+      fetch: mautic.fetch,
+      now: () => NOW,
+    }),
   };
 }
 

@@ -120,7 +120,7 @@ describe('acceptWith another endpoint', () => {
       once: async (identity, work) => {
         const first = seen.get(identity.key);
         if (first !== undefined) return { kind: 'replayed', ...first };
-        const result = await work();
+        const result = await work(undefined);
         if (result.remember) seen.set(identity.key, { status: result.status, body: result.body });
         return { kind: 'accepted', result };
       },

@@ -202,6 +202,30 @@ describe('ingest over fauxqs', () => {
     expect(JSON.parse(message?.Body ?? '').data.note).toBe('a\uffffb\ufffe');
   });
 
+  it('refuses an eventId holding a character some store of it refuses or alters: 422 at /eventId', async () => {
+    const queue = recordingQueue();
+    const ids = ['a\u0001b', 'tab\there', 'c1\u0085', 'lone\ud800', 'lone\udc00end', 'non\uffff'];
+    const body = JSON.stringify([
+      ...ids.map((eventId, i) => ({ ...contact(i), eventId })),
+      { ...contact(9), eventId: `ok ${'😀'.repeat(60)} #1042/é` },
+    ]);
+
+    const response = await ingestHandler(queue)(
+      httpApiEvent({ body, headers: signedHeaders(body) }),
+    );
+
+    expect(response.status).toBe(422);
+    expect(response.body.error?.code).toBe('invalid_event');
+    expect(response.body.error?.details).toEqual(
+      ids.map((_, index) => ({
+        index,
+        path: '/eventId',
+        message: 'must not hold a control character, an unpaired surrogate, U+FFFE or U+FFFF',
+      })),
+    );
+    expect(queue.messages).toEqual([]);
+  });
+
   it('refuses events whose derived id would not fit in 128 characters, before queueing', async () => {
     const queue = recordingQueue();
     const body = JSON.stringify(Array.from({ length: 1001 }, (_, i) => contact(i)));

@@ -135,6 +135,16 @@ describe('a source that maps', () => {
     expect(`${STRIPE}:sha256:${sha256(tooLong)}:499`.length).toBeLessThanOrEqual(128);
   });
 
+  it('uses the SHA-256 of an idempotency key holding a character event ids may not (§1.4)', async () => {
+    const { postStripe } = setUp();
+    const key = 'evt_\u0001\ud800';
+
+    const answer = await postStripe(stripeEvent(key, 'customer.created', 'g@example.com'));
+
+    const sha256 = createHash('sha256').update(key).digest('base64url');
+    expect(answer.body.eventIds).toEqual([`${STRIPE}:sha256:${sha256}:0`]);
+  });
+
   it('takes a GitHub delivery id from its header as the key, and ignores other events', async () => {
     const { handle, queued } = setUp({ 'github-stars': githubSource() });
     const star = JSON.stringify({ action: 'created', sender: { email: 'octo@example.com' } });
@@ -426,7 +436,7 @@ describe('the guarantees of §1', () => {
     const ledger: RequestLedger = {
       once: async (identity, accept) => {
         if (seen.has(identity.key)) return { kind: 'replayed', status: 202, body: '{}' };
-        const result = await accept();
+        const result = await accept(undefined);
         if (result.remember) seen.add(identity.key);
         return { kind: 'accepted', result };
       },
