@@ -19,6 +19,9 @@ const RELAY_ATTRIBUTES = 7;
 const MAX_ATTRIBUTES = 10;
 const ATTRIBUTE_ALLOWANCE_BYTES = 4 * 1024;
 
+/** The longest one settling call (a delete, a delay, dead letters) may take. */
+const SETTLE_CALL_TIMEOUT_MS = 2_000;
+
 /** ReceiveMessage calls the batch function keeps in flight while it gathers its batch. */
 const RECEIVES_IN_FLIGHT = 4;
 /** SQS's longest long poll. */
@@ -49,13 +52,13 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     this.#logger = logger;
   }
 
-  deadLetter(letters: ReadonlyArray<DeadLetter>): Promise<string[]> {
+  deadLetter(letters: ReadonlyArray<DeadLetter>, until?: number): Promise<string[]> {
     return this.#inBatches(
       letters,
       (letter) => letter.message.messageId,
       // The body plus room for the attributes: SQS caps a batch at 1 MiB summed.
       (letter) => Buffer.byteLength(letter.message.body) + ATTRIBUTE_ALLOWANCE_BYTES,
-      async (entries) => {
+      async (entries, abortSignal) => {
         const answer = await this.#client.send(
           new SendMessageBatchCommand({
             QueueUrl: this.#deadLetterQueueUrl,
@@ -69,33 +72,40 @@ export class SqsDeliveryQueues implements DeliveryQueues {
               MessageDeduplicationId: letter.message.messageId,
             })),
           }),
+          { abortSignal },
         );
         return notListed(entries, answer.Successful);
       },
-      // One letter of a record per call: a failed entry sent again cannot fall behind a later
-      // letter of its record that went through.
-      { keyOf: groupOf },
+      // A record's letters go out in turn (its first letters all at once, then its second…),
+      // and one per call: a failed entry sent again cannot fall behind a later one that went.
+      { keyOf: groupOf, until },
     );
   }
 
-  delay(messages: ReadonlyArray<QueuedMessage>, seconds: number): Promise<string[]> {
+  delay(
+    delays: ReadonlyArray<{ message: QueuedMessage; seconds: number }>,
+    until?: number,
+  ): Promise<string[]> {
     return this.#inBatches(
-      messages,
-      (message) => message.messageId,
+      delays,
+      ({ message }) => message.messageId,
       () => 0,
-      async (entries) => {
+      async (entries, abortSignal) => {
         const answer = await this.#client.send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: this.#eventsQueueUrl,
-            Entries: entries.map(([id, message]) => ({
+            // Each entry its own delay: one call carries ten messages, whatever their delays.
+            Entries: entries.map(([id, { message, seconds }]) => ({
               Id: id,
               ReceiptHandle: message.receiptHandle,
               VisibilityTimeout: seconds,
             })),
           }),
+          { abortSignal },
         );
         return notListed(entries, answer.Successful);
       },
+      { until },
     );
   }
 
@@ -172,13 +182,12 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     }
   }
 
-  remove(messages: ReadonlyArray<QueuedMessage>): Promise<string[]> {
-    // All at once: deletes have no order, and they stand between one batch and the next.
+  remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]> {
     return this.#inBatches(
       messages,
       (message) => message.messageId,
       () => 0,
-      async (entries) => {
+      async (entries, abortSignal) => {
         const answer = await this.#client.send(
           new DeleteMessageBatchCommand({
             QueueUrl: this.#eventsQueueUrl,
@@ -187,46 +196,66 @@ export class SqsDeliveryQueues implements DeliveryQueues {
               ReceiptHandle: message.receiptHandle,
             })),
           }),
+          { abortSignal },
         );
         return notListed(entries, answer.Successful);
       },
-      { concurrently: true },
+      { until },
     );
   }
 
   /**
-   * Runs `send` over groups of at most 10 entries and 1 MiB, with ids local to the group;
-   * entries that fail are tried once more. Resolves the message ids that still failed (a whole
-   * group whose call threw counts as failed).
+   * Runs `send` over groups of at most 10 entries and 1 MiB, with ids local to the group, all
+   * groups at once (with `keyOf`, a key's items in turn: its first ones in the first wave, its
+   * second ones in the next…); entries that fail are tried once more. Every call has its own
+   * timeout, and none starts or lasts past `until`: settling never outlives the invocation.
+   * Resolves the message ids that still failed (a call that threw or timed out: all its own).
    */
   async #inBatches<T>(
     items: ReadonlyArray<T>,
     messageIdOf: (item: T) => string,
     sizeOf: (item: T) => number,
-    send: (entries: Array<[string, T]>) => Promise<string[]>,
-    how: { concurrently?: boolean; keyOf?: (item: T) => string } = {},
+    send: (entries: Array<[string, T]>, abortSignal: AbortSignal) => Promise<string[]>,
+    how: { keyOf?: (item: T) => string; until?: number | undefined } = {},
   ): Promise<string[]> {
+    const until = how.until ?? Number.POSITIVE_INFINITY;
     const sendGroup = async (group: T[]): Promise<string[]> => {
       let entries = group.map((item, index): [string, T] => [String(index), item]);
       for (let attempt = 1; attempt <= 2 && entries.length > 0; attempt++) {
+        const leftMs = Math.min(SETTLE_CALL_TIMEOUT_MS, until - Date.now());
+        if (leftMs <= 0) break;
         let failedIds: string[];
         try {
-          failedIds = await send(entries);
+          failedIds = await send(entries, AbortSignal.timeout(leftMs));
         } catch {
           failedIds = entries.map(([id]) => id);
         }
         entries = entries.filter(([id]) => failedIds.includes(id));
-        if (entries.length > 0 && attempt === 1) await sleep(100);
+        if (entries.length > 0 && attempt === 1) await sleep(Math.min(100, until - Date.now()));
       }
       return entries.map(([, item]) => messageIdOf(item));
     };
-    const groups = groupsOf(items, sizeOf, how.keyOf);
-    if (how.concurrently) return (await Promise.all(groups.map(sendGroup))).flat();
     const failed: string[] = [];
-    // One after another: the dead letters of one record keep their order in the queue.
-    for (const group of groups) failed.push(...(await sendGroup(group)));
+    for (const wave of waves(items, how.keyOf)) {
+      const groups = groupsOf(wave, sizeOf, how.keyOf);
+      failed.push(...(await Promise.all(groups.map(sendGroup))).flat());
+    }
     return failed;
   }
+}
+
+/** The items in waves: each key's first item in the first, its second in the next, and so on. */
+function waves<T>(items: ReadonlyArray<T>, keyOf?: (item: T) => string): T[][] {
+  if (keyOf === undefined) return [[...items]];
+  const seen = new Map<string, number>();
+  const result: T[][] = [];
+  for (const item of items) {
+    const key = keyOf(item);
+    const wave = seen.get(key) ?? 0;
+    seen.set(key, wave + 1);
+    (result[wave] ??= []).push(item);
+  }
+  return result;
 }
 
 function deadLetterAttributes(letter: DeadLetter): Record<string, MessageAttributeValue> {

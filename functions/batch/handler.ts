@@ -75,7 +75,7 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
       failures ??= event.Records.filter((r) => unsettled.has(r.messageId)).map((r) => r.messageId);
       // Deleted while the next batch is delivered: none of its records is in the next batch,
       // whose messages the queue could not hand out while these were in flight.
-      removals.push(removeSettled(own(batch), unsettled, deps));
+      removals.push(removeSettled(own(batch), unsettled, deps, settleUntil(run.deadline)));
       lastBatchMs = deps.clock.now() - started;
       batch = next === undefined ? [] : await next;
       if (batch.length === 0) break;
@@ -110,10 +110,11 @@ async function deliverBatch(
   deps: BatchHandlerDeps,
 ): Promise<Set<string>> {
   const read = readMessages(messages, deps.retry.maxReceiveCount);
+  const until = settleUntil(deadline);
   // Letters that need no delivery go first: should this invocation die during delivery, a
   // message on its last allowed receive is already dead-lettered with its reason, not moved
   // by the queue without one.
-  const early = await deadLetter(read.unreadable, deps);
+  const early = await deadLetter(read.unreadable, deps, until);
   const outcomes = await deliverChunks(
     planBatches(read.incoming, options.batchSize),
     deadline,
@@ -127,8 +128,12 @@ async function deliverBatch(
     policy: deps.retry,
     random: deps.random,
   });
-  const notDeadLettered = [...early, ...(await deadLetter(settled.deadLetters, deps))];
-  await delay(settled, deps);
+  // Dead letters and delays concern different messages: both at once, bounded by the deadline.
+  const [late] = await Promise.all([
+    deadLetter(settled.deadLetters, deps, until),
+    delay(settled, deps, until),
+  ]);
+  const notDeadLettered = [...early, ...late];
   const unsettled = new Set([...settled.retry.map((m) => m.messageId), ...notDeadLettered]);
   const letters = read.unreadable.length + settled.deadLetters.length;
   report(settled, letters - notDeadLettered.length, unsettled.size, deps);
@@ -144,6 +149,15 @@ const FIFO_HAND_OVER = 10;
  * out without waiting.
  */
 const GATHER_QUIET_MS = 100;
+
+/**
+ * Settling ends this long before the deadline at the latest, so that the handler answers in
+ * time: an answer after it fails the whole batch, delivered messages included. The delivery
+ * stops calling Mautic `deadlineMarginMs` before the deadline, leaving settling the rest.
+ */
+const ANSWER_RESERVE_MS = 300;
+
+const settleUntil = (deadline: number) => deadline - ANSWER_RESERVE_MS;
 
 /** How much longer than the invocation's time left the function's own messages stay hidden. */
 const HOLD_MARGIN_SECONDS = 30;
@@ -175,11 +189,12 @@ async function removeSettled(
   own: ReadonlyArray<QueuedMessage>,
   unsettled: ReadonlySet<string>,
   { queues, logger }: BatchHandlerDeps,
+  until: number,
 ): Promise<void> {
   const settled = own.filter((message) => !unsettled.has(message.messageId));
   if (settled.length === 0) return;
   const failed = await queues
-    .remove(settled)
+    .remove(settled, until)
     .catch(() => settled.map((message) => message.messageId));
   if (failed.length > 0) {
     // They come back after the visibility timeout and are delivered again: at least once.
@@ -209,9 +224,12 @@ function timing(remainingMs: number, deps: BatchHandlerDeps) {
 async function deadLetter(
   letters: ReadonlyArray<DeadLetter & { message: QueuedMessage }>,
   { queues, logger }: BatchHandlerDeps,
+  until: number,
 ): Promise<string[]> {
   if (letters.length === 0) return [];
-  const notSent = await queues.deadLetter(letters);
+  const notSent = await queues
+    .deadLetter(letters, until)
+    .catch(() => letters.map((letter) => letter.message.messageId));
   if (notSent.length > 0) {
     logger.error('Could not reach the dead-letter queue; those events stay on the events queue', {
       event: 'dead_letter_failed',
@@ -235,21 +253,27 @@ async function deadLetter(
 }
 
 /**
- * Hides each retried message for its backoff (or until Mautic's rate-limit window resets), so a
- * failure that is not the event's own spends time, not receives. A delay that cannot be set
- * leaves the queue's own visibility timeout.
+ * Hides each retried message for its backoff (or until the time Mautic named), so a failure
+ * that is not the event's own spends time, not receives: all in calls of ten, whatever their
+ * delays, at once. A delay that cannot be set leaves the queue's own visibility timeout.
  */
-async function delay(settled: Settlement<QueuedMessage>, { queues, logger }: BatchHandlerDeps) {
-  for (const { seconds, messages } of settled.delays) {
-    const failed = await queues
-      .delay(messages, seconds)
-      .catch(() => messages.map((message) => message.messageId));
-    if (failed.length > 0) {
-      logger.warn('Could not delay retried events; they return after the visibility timeout', {
-        event: 'delay_failed',
-        count: failed.length,
-      });
-    }
+async function delay(
+  settled: Settlement<QueuedMessage>,
+  { queues, logger }: BatchHandlerDeps,
+  until: number,
+) {
+  const delays = settled.delays.flatMap(({ seconds, messages }) =>
+    messages.map((message) => ({ message, seconds })),
+  );
+  if (delays.length === 0) return;
+  const failed = await queues
+    .delay(delays, until)
+    .catch(() => delays.map(({ message }) => message.messageId));
+  if (failed.length > 0) {
+    logger.warn('Could not delay retried events; they return after the visibility timeout', {
+      event: 'delay_failed',
+      count: failed.length,
+    });
   }
 }
 

@@ -271,11 +271,18 @@ export interface DeadLetter {
 }
 
 /** The queues the batch function writes to itself. */
+/**
+ * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
+ * past it, and what it did not do counts as failed.
+ */
 export interface DeliveryQueues {
   /** Sends each letter to the dead-letter queue; resolves the message ids that could not be sent. */
-  deadLetter(letters: ReadonlyArray<DeadLetter>): Promise<string[]>;
-  /** Hides the messages for `seconds` more; resolves the message ids whose delay failed. */
-  delay(messages: ReadonlyArray<QueuedMessage>, seconds: number): Promise<string[]>;
+  deadLetter(letters: ReadonlyArray<DeadLetter>, until?: number): Promise<string[]>;
+  /** Hides each message for its `seconds` more; resolves the message ids whose delay failed. */
+  delay(
+    delays: ReadonlyArray<{ message: QueuedMessage; seconds: number }>,
+    until?: number,
+  ): Promise<string[]>;
   /**
    * Receives up to `max` more messages of the events queue, 10 per call, until `max` are held,
    * `until` (epoch ms) has passed, or no message came for `quietMs`; never waits past either.
@@ -290,7 +297,7 @@ export interface DeliveryQueues {
     holdSeconds?: number,
   ): Promise<QueuedMessage[]>;
   /** Deletes messages this function received itself; resolves the message ids not deleted. */
-  remove(messages: ReadonlyArray<QueuedMessage>): Promise<string[]>;
+  remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]>;
 }
 
 /**

@@ -155,19 +155,19 @@ describe('SqsDeliveryQueues.deadLetter', () => {
 });
 
 describe('SqsDeliveryQueues.delay', () => {
-  it('changes the visibility of each message on the events queue', async () => {
+  it('changes the visibility of each message on the events queue, each by its own delay, ten to a call', async () => {
     sqs.on(ChangeMessageVisibilityBatchCommand).callsFake(answering());
+    const many = Array.from({ length: 25 }, (_, i) => ({ message: message(i), seconds: 30 + i }));
 
-    const failed = await queues().delay([message(1), message(2)], 120);
+    const failed = await queues().delay(many);
 
     expect(failed).toEqual([]);
-    expect(sqs.commandCalls(ChangeMessageVisibilityBatchCommand)[0]?.args[0].input).toEqual({
-      QueueUrl: 'https://q/events',
-      Entries: [
-        { Id: '0', ReceiptHandle: 'rh-1', VisibilityTimeout: 120 },
-        { Id: '1', ReceiptHandle: 'rh-2', VisibilityTimeout: 120 },
-      ],
-    });
+    const calls = sqs.commandCalls(ChangeMessageVisibilityBatchCommand);
+    expect(calls.map((call) => call.args[0].input.Entries?.length)).toEqual([10, 10, 5]);
+    expect(calls[0]?.args[0].input.Entries?.slice(0, 2)).toEqual([
+      { Id: '0', ReceiptHandle: 'rh-0', VisibilityTimeout: 30 },
+      { Id: '1', ReceiptHandle: 'rh-1', VisibilityTimeout: 31 },
+    ]);
   });
 });
 

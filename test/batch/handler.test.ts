@@ -470,8 +470,9 @@ function directHandler(
     retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 1000 },
     queues: {
       deadLetter: async () => [],
-      delay: async (messages, seconds) => {
-        delays.push([messages.map((m) => m.messageId), seconds]);
+      delay: async (entries) => {
+        for (const [seconds, group] of Map.groupBy(entries, (entry) => entry.seconds))
+          delays.push([group.map((entry) => entry.message.messageId), seconds]);
         return [];
       },
       receive: async () => [],
@@ -622,8 +623,9 @@ describe('batch handler, called directly', () => {
       const handler = directHandler(sim, sim.issueToken().accessToken, delays, {
         queues: {
           deadLetter: async () => [],
-          delay: async (messages, seconds) => {
-            delays.push([messages.map((m) => m.messageId), seconds]);
+          delay: async (entries) => {
+            for (const [seconds, group] of Map.groupBy(entries, (entry) => entry.seconds))
+              delays.push([group.map((entry) => entry.message.messageId), seconds]);
             return [];
           },
           receive: async (max) => {
