@@ -253,9 +253,9 @@ function waves<T>(items: ReadonlyArray<T>, keyOf?: (item: T) => string): T[][] {
     const key = keyOf(item);
     const wave = seen.get(key) ?? 0;
     seen.set(key, wave + 1);
-    const items = result[wave] ?? [];
-    items.push(item);
-    result[wave] = items;
+    const inWave = result[wave] ?? [];
+    inWave.push(item);
+    result[wave] = inWave;
   }
   return result;
 }

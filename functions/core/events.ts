@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { isMauticEmail } from './email-address.ts';
 
 /** A Mautic API path name (contract §1): `contacts`, `companies`, `segments`, … */
 export const ENTITY_PATTERN = /^[a-z][a-zA-Z]{1,63}$/;
@@ -75,9 +76,6 @@ const eventFields = {
   points: ACTION_FIELD_SCHEMAS.points.optional(),
 };
 
-/** Built once: a schema made per event cost more than the rest of the event's checks. */
-const emailSchema = z.email();
-
 type EventShape = {
   entity: string;
   action: Action;
@@ -96,7 +94,7 @@ function checkEvent(event: EventShape, ctx: z.RefinementCtx): void {
   const email = event.data.email;
   if (email === undefined) {
     if (event.action === 'create') issue(['data', 'email'], 'is required to create a contact');
-  } else if (typeof email !== 'string' || !emailSchema.safeParse(email).success) {
+  } else if (typeof email !== 'string' || !isMauticEmail(email.trim())) {
     issue(['data', 'email'], 'must be a valid email address');
   }
 }
@@ -153,7 +151,7 @@ function checkReference(event: EventShape, issue: Issue): void {
     issue(['match', field], 'is not a contact field alias (/^[a-z][a-z0-9_]{0,63}$/)');
   } else if (typeof value !== 'string' || value.trim() === '' || value.length > 255) {
     issue(['match', field], 'must be a non-empty string of at most 255 characters');
-  } else if (field === 'email' && !emailSchema.safeParse(value.trim()).success) {
+  } else if (field === 'email' && !isMauticEmail(value.trim())) {
     issue(['match', 'email'], 'must be a valid email address');
   }
 }

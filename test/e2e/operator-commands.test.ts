@@ -149,8 +149,16 @@ describe('operator commands against npm start', () => {
     // Redriven before the cause is fixed: each event goes to Mautic once more and comes back as
     // a new dead letter while the (slowed) redrive still runs; it is not moved round again.
     const earlyStart = Date.now();
-    const early = await json(['redrive', '--local', '--entity', 'companies', '--rate', '5'], env);
-    expect(early).toEqual({ matched: 20, moved: 20, left: 0 });
+    const early = await json<{ matched: number; moved: number; left: number }>(
+      ['redrive', '--local', '--entity', 'companies', '--rate', '5'],
+      env,
+    );
+    // The 20 there at the start are moved; those written since (the same events, refused again
+    // while the redrive runs) are not moved round again: they count in `left`, as many as were
+    // written before the redrive ended.
+    expect(early.moved).toBe(20);
+    expect(early.left).toBeLessThanOrEqual(20);
+    expect(early.matched).toBe(early.moved + early.left);
     await until(
       async () => (await json<{ count: number }>(['dead-letters', '--local'], env)).count === 21,
       30_000,
