@@ -73,6 +73,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     random: Math.random,
     // Lives as long as the container, like Mautic's limit it learned.
     learnedLimit: { value: undefined },
+    namedPause: {},
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       batchSize: config.batchSize,

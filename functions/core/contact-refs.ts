@@ -149,3 +149,27 @@ export function resolution(
     },
   };
 }
+
+/**
+ * The items that go on to Mautic, each named by `match` given its contact's id; the others
+ * settled: no contact or several match, or their lookup failed (settled with it already).
+ */
+export function resolvedItems(
+  refs: ContactReferences,
+  action: string,
+  items: PlannedItem[],
+  settle: (item: PlannedItem, outcome: MessageOutcome) => void,
+): PlannedItem[] {
+  return items.filter((item) => {
+    if (item.match === undefined) return true;
+    const ids = refs.idsOf(item);
+    if (ids === undefined) return false;
+    const resolved = resolution(item, action, ids);
+    if ('outcome' in resolved) {
+      settle(item, resolved.outcome);
+      return false;
+    }
+    for (const part of [item, ...(item.parts ?? [])]) part.id = resolved.id;
+    return true;
+  });
+}

@@ -2,15 +2,12 @@
  * One Mautic call of a delivery run: what it sends for a chunk's action, and the log line and
  * metrics it leaves (ids, statuses and counts, never record contents or contact references).
  */
+
+import { ambiguousAction } from './answer-policy.ts';
 import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { describeError } from './errors.ts';
 import type { Action } from './events.ts';
-import {
-  ambiguousAction,
-  type Decision,
-  isUnexpected,
-  type MessageOutcome,
-} from './failure-policy.ts';
+import { type Decision, isUnexpected, type MessageOutcome } from './failure-policy.ts';
 import type {
   ActionLedger,
   CallOptions,
@@ -66,6 +63,11 @@ export interface DeliveryDeps {
    * the container, so later invocations start at the learned size.
    */
   learnedLimit: { value: number | undefined };
+  /**
+   * The latest time Mautic named (a rate limit's reset, a 503's Retry-After). It lives as long
+   * as the container, so no later run of it calls Mautic before then either.
+   */
+  namedPause?: { until?: number | undefined };
 }
 
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */

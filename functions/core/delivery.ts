@@ -1,5 +1,12 @@
+import {
+  ambiguousAction,
+  decideItem,
+  isUpserted,
+  surelyNotApplied,
+  unrepeatable,
+} from './answer-policy.ts';
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
-import { ContactReferences, resolution } from './contact-refs.ts';
+import { ContactReferences, resolvedItems } from './contact-refs.ts';
 import {
   type Attempt,
   type CallKind,
@@ -15,20 +22,16 @@ import {
 } from './delivery-calls.ts';
 import { describeError } from './errors.ts';
 import {
-  ambiguousAction,
   type CallSituation,
   type Decision,
   decideAfterFailure,
-  decideItem,
   heldBehind,
-  isUpserted,
   lookupRefused,
   type MessageOutcome,
   NO_TOKEN,
+  narrowDown,
   noCallNow,
   type RunHalt,
-  surelyNotApplied,
-  unrepeatable,
 } from './failure-policy.ts';
 import type { ItemResult } from './ports.ts';
 
@@ -89,6 +92,9 @@ class DeliveryRun {
     this.#deps = deps;
     this.#options = options;
     this.#signal = signal;
+    // A time Mautic named in an earlier run of this container still holds.
+    const named = deps.namedPause?.until;
+    if (named !== undefined && named > deps.clock.now()) this.#halt.rateLimitedUntil = named;
   }
 
   async deliverChunk(chunk: Chunk): Promise<void> {
@@ -152,18 +158,9 @@ class DeliveryRun {
       if (attempt.kind === 'split') this.#settle(attempt.items, lookupRefused());
       if (attempt.kind === 'answered') recordLookup(this.#deps, attempt.started, values);
     }
-    return items.filter((item) => {
-      if (item.match === undefined) return true;
-      const ids = this.#refs.idsOf(item);
-      if (ids === undefined) return false; // settled with its failed lookup
-      const resolved = resolution(item, chunk.action, ids);
-      if ('outcome' in resolved) {
-        this.#settle([item], resolved.outcome);
-        return false;
-      }
-      for (const part of [item, ...(item.parts ?? [])]) part.id = resolved.id;
-      return true;
-    });
+    return resolvedItems(this.#refs, chunk.action, items, (item, outcome) =>
+      this.#settle([item], outcome),
+    );
   }
 
   /** A non-idempotent action, at most once per event (`deliverOnce`). */
@@ -197,27 +194,19 @@ class DeliveryRun {
     await this.#settleResults(chunk, attempt.items, attempt.answer);
   }
 
-  /**
-   * A call failed with a 5xx twice: its halves are tried once each. A half that fails again
-   * while the other goes through holds the item at fault, and is narrowed down in turn, until
-   * that item is left to the queue alone; both halves failing says Mautic fails every call, not
-   * an item, so all go back to the queue untried further (contract §2, one bad item).
-   */
-  async #narrow(chunk: Chunk, items: PlannedItem[], outcome: MessageOutcome): Promise<void> {
-    if (items.length === 1) return this.#settle(items, outcome);
-    const middle = Math.ceil(items.length / 2);
-    const failed: Array<Attempt<ItemResult[]> & { kind: 'narrow' }> = [];
-    for (const half of [items.slice(0, middle), items.slice(middle)]) {
-      const attempt = await this.#attempt(chunk, half, this.#send(chunk, half), 'write', true);
-      if (attempt.kind === 'narrow') failed.push(attempt);
-      else if (attempt.kind === 'split')
-        await this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
-      else await this.#answered(chunk, attempt);
-    }
-    const [only, other] = failed;
-    if (only === undefined) return;
-    if (other === undefined) return this.#narrow(chunk, only.items, only.outcome);
-    this.#settle([...only.items, ...other.items], only.outcome);
+  /** A call failed with a 5xx twice: narrowed down to the items at fault (`narrowDown`). */
+  #narrow(chunk: Chunk, items: PlannedItem[], outcome: MessageOutcome): Promise<void> {
+    return narrowDown(items, outcome, {
+      tryOnce: async (part) => {
+        const attempt = await this.#attempt(chunk, part, this.#send(chunk, part), 'write', true);
+        if (attempt.kind === 'narrow') return attempt.outcome;
+        if (attempt.kind === 'split')
+          await this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
+        else await this.#answered(chunk, attempt);
+        return undefined;
+      },
+      settle: (part, failure) => this.#settle(part, failure),
+    });
   }
 
   /**
@@ -238,18 +227,14 @@ class DeliveryRun {
     let refused: string | undefined;
     for (let attempt = 1, waits = 0; ; ) {
       const now = this.#deps.clock.now();
-      const stopped = noCallNow(
-        this.#halt,
-        now,
-        this.#callsUntil(),
-        this.#aborted(),
-        this.#options,
-      );
+      const aborted = this.#signal?.aborted ?? false;
+      const stopped = noCallNow(this.#halt, now, this.#callsUntil(), aborted, this.#options);
       if (stopped?.kind === 'wait' && waits++ < MAX_WAITS_PER_CALL) {
         await this.#deps.sleep(stopped.untilMs - now);
         continue;
       }
-      if (stopped) return this.#settled(items, stopped.kind === 'wait' ? WAITED_OUT : stopped);
+      if (stopped)
+        return this.#settled(items, stopped.kind === 'wait' ? this.#waitedOut() : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
       const started = this.#deps.clock.now();
@@ -265,7 +250,12 @@ class DeliveryRun {
         }
         items = this.#setAsideUnrepeatable(chunk, items, error);
         if (items.length === 0) return { kind: 'settled' };
-        const situation = { ...this.#situation(chunk, items, attempt, token), narrowing };
+        const situation = this.#situation(chunk, {
+          items: items.length,
+          attempt,
+          token,
+          narrowing,
+        });
         const decision = decideAfterFailure(error, situation);
         if (decision.kind === 'renew_token') {
           if (decision.token === 'refused') refused = accessToken;
@@ -274,7 +264,9 @@ class DeliveryRun {
           await this.#deps.sleep(decision.afterMs);
           attempt++;
         } else if (decision.kind === 'wait') {
-          Object.assign(this.#halt, decision.halt);
+          // Counted: a time named that is already past must not loop the call.
+          if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, this.#waitedOut());
+          this.#pause(decision.halt);
         } else if (decision.kind === 'split' || decision.kind === 'narrow') {
           return decision.kind === 'split'
             ? { kind: 'split', decision, items }
@@ -289,12 +281,28 @@ class DeliveryRun {
   /** Settles the items as the policy decided, halting the run and alerting as it says. */
   #carryOut(decision: Decision & { kind: 'settle' }, items: PlannedItem[], kind: CallKind) {
     if (decision.alert) this.#deps.logger.error(decision.alert.message, decision.alert.details);
-    Object.assign(this.#halt, decision.halt);
+    this.#pause(decision.halt ?? {});
     const { outcome } = decision;
     return this.#settled(
       items,
       kind === 'lookup' && outcome.kind === 'rejected' ? lookupRefused(outcome) : outcome,
     );
+  }
+
+  /** Halts the run; a time Mautic named holds for the container's later runs too. */
+  #pause(halt: RunHalt): void {
+    Object.assign(this.#halt, halt);
+    const named = this.#deps.namedPause;
+    if (named && halt.rateLimitedUntil !== undefined)
+      named.until = Math.max(named.until ?? 0, halt.rateLimitedUntil);
+  }
+
+  /** A call that waited for Mautic's named time as often as it may: back then, via the queue. */
+  #waitedOut(): MessageOutcome {
+    const notBefore = this.#halt.rateLimitedUntil;
+    return notBefore === undefined
+      ? WAITED_OUT
+      : { kind: 'retry', reason: 'rate_limited', notBefore };
   }
 
   #settled(items: PlannedItem[], outcome: MessageOutcome): Attempt<never> {
@@ -327,24 +335,11 @@ class DeliveryRun {
     return items.filter((item) => !unsafe.items.includes(item));
   }
 
-  #situation(
-    chunk: Chunk,
-    items: PlannedItem[],
-    attempt: number,
-    token: CallSituation['token'],
-  ): CallSituation {
-    return {
-      entity: chunk.entity,
-      action: chunk.action,
-      items: items.length,
-      attempt,
-      token,
-      now: this.#deps.clock.now(),
-      callsUntil: this.#callsUntil(),
-      halt: this.#halt,
-      random: this.#deps.random,
-      retry: this.#options,
-    };
+  #situation(chunk: Chunk, call: Pick<CallSituation, 'items' | 'attempt' | 'token' | 'narrowing'>) {
+    const { entity, action } = chunk;
+    const { clock, random } = this.#deps;
+    const [halt, retry, callsUntil] = [this.#halt, this.#options, this.#callsUntil()];
+    return { entity, action, ...call, now: clock.now(), callsUntil, halt, random, retry };
   }
 
   /** Settles each item by its result; a merged item refused as invalid goes again event by event. */
@@ -369,10 +364,7 @@ class DeliveryRun {
 
   /** Items per call: the configured batch size, or less once Mautic stated its limit. */
   #limit(): number {
-    return Math.min(
-      this.#options.batchSize,
-      this.#deps.learnedLimit.value ?? Number.POSITIVE_INFINITY,
-    );
+    return Math.min(this.#options.batchSize, this.#deps.learnedLimit.value ?? Infinity);
   }
 
   /** Remembers Mautic's stated batch limit for the rest of the container's life. */
@@ -383,10 +375,6 @@ class DeliveryRun {
   /** No call starts after this: the deadline less its margin. */
   #callsUntil(): number {
     return this.#deadline - this.#options.deadlineMarginMs;
-  }
-
-  #aborted(): boolean {
-    return this.#signal?.aborted ?? false;
   }
 
   #settle(items: PlannedItem[], outcome: MessageOutcome): void {

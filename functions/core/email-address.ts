@@ -21,8 +21,6 @@ import { isIPv4, isIPv6 } from 'node:net';
  */
 
 const ATOM = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+$/;
-/** A quoted string's inside: allowed characters, or a backslash and any ASCII character. */
-const QUOTED = /^(?:[\x01-\x08\x0B\x0C\x0E-\x1F\x21\x23-\x5B\x5D-\x7F]|\\[\x00-\x7F])*$/;
 const LABEL = /^(?:xn--)?[A-Za-z0-9]+(?:-+[A-Za-z0-9]+)*$/;
 const LAST_LABEL = /^(?:[A-Za-z][A-Za-z0-9]*|xn--[A-Za-z0-9]+)(?:-+[A-Za-z0-9]+)*$/;
 /** Mautic refuses these on top of PHP's check ("has characters not allowed"). */
@@ -45,13 +43,28 @@ function localPartLength(local: string): number | undefined {
   for (const word of wordsOf(local) ?? []) {
     if (word.startsWith('"')) {
       const inside = word.slice(1, -1);
-      if (word.length < 2 || !word.endsWith('"') || !QUOTED.test(inside)) return undefined;
+      if (word.length < 2 || !word.endsWith('"') || !isQuotedInside(inside)) return undefined;
       length += inside.replace(/\\[\s\S]/g, 'x').length;
     } else if (ATOM.test(word)) length += word.length;
     else return undefined;
   }
   const words = wordsOf(local);
   return words === undefined || words.length === 0 ? undefined : length + words.length - 1;
+}
+
+/** Characters a quoted string may hold unescaped: ASCII but NUL, tab, LF, CR, space and `"`. */
+const UNQUOTABLE = new Set([0x00, 0x09, 0x0a, 0x0d, 0x20, 0x22]);
+
+/** A quoted string's inside: allowed characters, or a backslash and any ASCII character. */
+function isQuotedInside(inside: string): boolean {
+  for (let i = 0; i < inside.length; i++) {
+    const code = inside.charCodeAt(i);
+    if (code === 0x5c) {
+      i++;
+      if (i >= inside.length || inside.charCodeAt(i) > 0x7f) return false;
+    } else if (code > 0x7f || UNQUOTABLE.has(code)) return false;
+  }
+  return true;
 }
 
 /** The dot-separated words of a local part, dots inside quoted strings kept; undefined if unclosed. */

@@ -16,7 +16,6 @@ import {
   MauticTransientError,
 } from './errors.ts';
 import type { Action } from './events.ts';
-import type { ItemResult } from './ports.ts';
 import { IN_CALL_RETRY, type InCallRetry, inCallBackoffMs } from './retry-policy.ts';
 
 /** What became of one message. */
@@ -238,113 +237,6 @@ export function isUnexpected(error: unknown): boolean {
 }
 
 /**
- * The items of a failed call that must not be sent again, with their outcome: the creates Mautic
- * may have applied without saying so (a 5xx other than the over-limit one, a 2xx it cannot read,
- * a timeout or a dropped connection after sending), unless Mautic upserts them (a contact with
- * an email), so a repeat is harmless (contract §2, "No blind re-send").
- */
-export function unrepeatable<T extends { payload: Record<string, unknown> }>(
-  error: unknown,
-  entity: string,
-  action: Action,
-  items: ReadonlyArray<T>,
-): { items: T[]; outcome: MessageOutcome } | undefined {
-  if (action !== 'create' || !possiblyApplied(error)) return undefined;
-  return {
-    items: items.filter((item) => !isUpserted(entity, item.payload)),
-    outcome: ambiguousCreate(`its answer cannot tell (${describeError(error)})`),
-  };
-}
-
-function ambiguousCreate(why: string): MessageOutcome {
-  return {
-    kind: 'rejected',
-    reason: 'ambiguous_result',
-    message: `Mautic may have created this record; ${why}`,
-  };
-}
-
-/** Whether a failed call may have been applied by Mautic all the same. */
-export function possiblyApplied(error: unknown): boolean {
-  return (
-    (error instanceof MauticTransientError || error instanceof MauticResponseError) &&
-    error.possiblyApplied
-  );
-}
-
-/**
- * Whether a failed call certainly left Mautic unchanged: refused before any work (401, 429, a
- * 4xx, a 503 that says when to come back: a server declaring itself unavailable), or never sent
- * (connection refused). Any other 5xx, a timeout or an unreadable answer may come after the
- * work, so an action that is not idempotent (`addPoints`) must not be sent again.
- */
-export function surelyNotApplied(error: unknown): boolean {
-  if (
-    error instanceof MauticAuthError ||
-    error instanceof MauticRateLimitError ||
-    error instanceof MauticPermanentError
-  ) {
-    return true;
-  }
-  return error instanceof MauticTransientError && !error.possiblyApplied;
-}
-
-/** The outcome of a non-idempotent action whose call may have been applied (contract §2). */
-export function ambiguousAction(action: Action, why: string): MessageOutcome {
-  return {
-    kind: 'rejected',
-    reason: 'ambiguous_result',
-    message: `Mautic may have applied ${action} already; ${why}`,
-  };
-}
-
-/** Whether Mautic upserts the create (a contact with an email), so a repeat is harmless. */
-export function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
-  const email = payload.email;
-  return entity === 'contacts' && typeof email === 'string' && email.trim() !== '';
-}
-
-/** Per-item statuses that mean "never going to work". */
-const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
-/** Per-item statuses that judge an item's content: a merged item so refused is split up. */
-const INVALID_ITEM_STATUSES = new Set([400, 422]);
-
-/**
- * What one item's result leads to: settled (delivered, refused for good, or back to the queue),
- * or, for a merged item Mautic refused as invalid, its events sent again one by one, in arrival
- * order, so each gets what it would have got alone.
- */
-export function decideItem(
-  result: ItemResult | undefined,
-  item: { merged: boolean; unrepeatable: boolean },
-): { kind: 'settle'; outcome: MessageOutcome } | { kind: 'one_by_one' } {
-  if (item.merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
-    return { kind: 'one_by_one' };
-  }
-  // A per-item 5xx of a create may follow its save (a listener failing after it).
-  if (item.unrepeatable && result?.kind === 'rejected' && result.status >= 500) {
-    const why = `it answered ${result.status} for this item (${result.message})`;
-    return { kind: 'settle', outcome: ambiguousCreate(why) };
-  }
-  return { kind: 'settle', outcome: itemOutcome(result) };
-}
-
-function itemOutcome(result: ItemResult | undefined): MessageOutcome {
-  if (result === undefined) return { kind: 'retry', reason: 'no_result' };
-  if (result.kind === 'delivered')
-    return { kind: 'delivered', status: result.status, id: result.id };
-  if (PERMANENT_ITEM_STATUSES.has(result.status)) {
-    return {
-      kind: 'rejected',
-      reason: 'mautic_rejected_item',
-      status: result.status,
-      message: result.message,
-    };
-  }
-  return { kind: 'retry', reason: `mautic_item_${result.status}` };
-}
-
-/**
  * The outcome of an item that must follow items left to the queue (order per record): back to
  * the queue too, untried, not before what it waits for (e.g. a rate-limited event), and with the
  * failure it waits behind, for the dead letter should the horizon run out.
@@ -397,4 +289,43 @@ export function noCallNow(
   if (halt.unauthorized !== undefined) return { kind: 'retry', reason: halt.unauthorized };
   if (now > callsUntil || aborted) return { kind: 'retry', reason: 'deadline' };
   return undefined;
+}
+
+/**
+ * Narrows a call that failed with a 5xx twice down to the items at fault, level by level: each
+ * failing part's halves are tried once (`tryOnce` resolves the failure when the part failed with
+ * a 5xx again, else it has delivered or settled the part), until the items at fault are left to
+ * the queue alone and the rest are delivered (contract §2, one bad item). A level of four parts
+ * or more that all fail says Mautic fails every call, not an item: all go back to the queue
+ * untried further (an outage costs six calls, not one per item).
+ */
+export async function narrowDown<T>(
+  items: T[],
+  outcome: MessageOutcome,
+  how: {
+    tryOnce: (part: T[]) => Promise<MessageOutcome | undefined>;
+    settle: (items: T[], outcome: MessageOutcome) => void;
+  },
+): Promise<void> {
+  let failing = [{ items, outcome }];
+  while (failing.length > 0) {
+    for (const single of failing.filter((part) => part.items.length === 1))
+      how.settle(single.items, single.outcome);
+    const parts = failing
+      .filter((part) => part.items.length > 1)
+      .flatMap(({ items: part }) => {
+        const middle = Math.ceil(part.length / 2);
+        return [part.slice(0, middle), part.slice(middle)];
+      });
+    const failed: Array<{ items: T[]; outcome: MessageOutcome }> = [];
+    for (const part of parts) {
+      const failure = await how.tryOnce(part);
+      if (failure !== undefined) failed.push({ items: part, outcome: failure });
+    }
+    if (parts.length >= 4 && failed.length === parts.length) {
+      for (const part of failed) how.settle(part.items, part.outcome);
+      return;
+    }
+    failing = failed;
+  }
 }

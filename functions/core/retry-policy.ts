@@ -122,17 +122,30 @@ export function retryDelaySeconds(policy: RetryPolicy, receives: number, random:
 export function receivesForHorizon(
   policy: Pick<RetryPolicy, 'baseSeconds' | 'maxDelaySeconds' | 'horizonSeconds'>,
 ): number {
-  let receives = 1;
-  let elapsed = 0;
-  while (elapsed < policy.horizonSeconds) {
-    const step = exponentialStep(policy.baseSeconds, policy.maxDelaySeconds, receives);
-    elapsed += Math.max(1, Math.ceil(jittered(step, 0)));
-    receives++;
-    // Past SQS's limit of 1000 there is no point in counting further.
-    if (receives > MAX_RECEIVE_COUNT_LIMIT) break;
-  }
-  return receives + 1;
+  return receivesWithin(policy, 1, policy.horizonSeconds) + 2;
 }
+
+/** The most receives after receive `from` that `seconds` can hold with the shortest delays. */
+function receivesWithin(
+  policy: Pick<RetryPolicy, 'baseSeconds' | 'maxDelaySeconds'>,
+  from: number,
+  seconds: number,
+): number {
+  let count = 0;
+  for (let elapsed = 0; elapsed < seconds; count++) {
+    const step = exponentialStep(policy.baseSeconds, policy.maxDelaySeconds, from + count);
+    elapsed += Math.max(1, Math.ceil(jittered(step, 0)));
+    // Past SQS's limit of 1000 there is no point in counting further.
+    if (count > MAX_RECEIVE_COUNT_LIMIT) break;
+  }
+  return count;
+}
+
+/**
+ * Receives kept beyond what the backoff needs, by default: a time Mautic names (a rate limit's
+ * reset, a `Retry-After`) may bring a message back sooner than the backoff would.
+ */
+export const NAMED_TIME_RECEIVES = 100;
 
 /**
  * The retry policy from its three settings and an optional `maxReceiveCount`, which by default
@@ -160,7 +173,8 @@ export function retryPolicy(settings: {
     baseSeconds: settings.baseSeconds,
     maxDelaySeconds: settings.maxDelaySeconds,
     horizonSeconds: settings.horizonSeconds,
-    maxReceiveCount: settings.maxReceiveCount ?? needed,
+    maxReceiveCount:
+      settings.maxReceiveCount ?? Math.min(MAX_RECEIVE_COUNT_LIMIT, needed + NAMED_TIME_RECEIVES),
   };
 }
 
@@ -192,11 +206,21 @@ export function decideRequeue(
       ...(outcome?.status === undefined ? {} : { status: outcome.status }),
     };
   }
-  // Mautic said when to come back (a rate limit's reset, a Retry-After): then, neither earlier
-  // nor later on the exponential schedule (contract §2).
-  const seconds =
-    outcome?.notBefore === undefined
-      ? retryDelaySeconds(policy, message.receives, options.random())
-      : Math.max(0, Math.min(options.maxDelaySeconds, Math.ceil((outcome.notBefore - now) / 1000)));
+  const backoff = retryDelaySeconds(policy, message.receives, options.random());
+  let seconds = backoff;
+  if (outcome?.notBefore !== undefined) {
+    // Mautic said when to come back (a rate limit's reset, a Retry-After): then, neither earlier
+    // nor later on the exponential schedule (contract §2) — while the receives left still carry
+    // the rest of the horizon on the backoff; past that, the backoff's delay if it is longer, so
+    // that a long run of short named times never ends a retry early (`too_many_receives`).
+    const named = Math.max(
+      0,
+      Math.min(options.maxDelaySeconds, Math.ceil((outcome.notBefore - now) / 1000)),
+    );
+    const back = message.receives + 1;
+    const left = Math.max(0, policy.horizonSeconds - elapsed / 1000 - named);
+    const affordable = back + receivesWithin(policy, back, left) + 1 <= policy.maxReceiveCount;
+    seconds = affordable ? named : Math.max(named, backoff);
+  }
   return { kind: 'delay', seconds: Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS), reason };
 }

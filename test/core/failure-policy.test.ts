@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { decideItem, unrepeatable } from '../../functions/core/answer-policy.ts';
 import {
   MauticAuthError,
   MauticBatchLimitError,
@@ -11,12 +12,10 @@ import {
   type CallSituation,
   type Decision,
   decideAfterFailure,
-  decideItem,
   heldBehind,
   isUnexpected,
   type MessageOutcome,
   noCallNow,
-  unrepeatable,
 } from '../../functions/core/failure-policy.ts';
 import type { ItemResult } from '../../functions/core/ports.ts';
 import {

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { possiblyApplied } from '../../functions/core/answer-policy.ts';
 import {
   MauticAuthError,
   MauticBatchLimitError,
@@ -9,7 +10,6 @@ import {
   MauticResponseError,
   MauticTransientError,
 } from '../../functions/core/errors.ts';
-import { possiblyApplied } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';

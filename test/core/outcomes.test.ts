@@ -4,6 +4,8 @@ import type { MessageOutcome } from '../../functions/core/failure-policy.ts';
 import { readMessages, settleBatch } from '../../functions/core/outcomes.ts';
 import type { QueuedMessage } from '../../functions/core/ports.ts';
 import {
+  decideRequeue,
+  NAMED_TIME_RECEIVES,
   type RetryPolicy,
   receivesForHorizon,
   retryDelaySeconds,
@@ -240,7 +242,33 @@ describe('retry policy', () => {
     }
     // `receives` is the first receive at or past the horizon: the one that dead-letters.
     expect(needed).toBeGreaterThan(receives);
-    expect(retryPolicy({ ...POLICY, maxReceiveCount: undefined }).maxReceiveCount).toBe(needed);
+    // And receives to spare for returns at a time Mautic named, sooner than the backoff.
+    expect(retryPolicy({ ...POLICY, maxReceiveCount: undefined }).maxReceiveCount).toBe(
+      Math.min(1000, needed + NAMED_TIME_RECEIVES),
+    );
+  });
+
+  it('brings a message back at the times Mautic names only while the receives left still carry the horizon on the backoff', () => {
+    const policy = retryPolicy({ baseSeconds: 30, maxDelaySeconds: 900, horizonSeconds: 86_400 });
+    // A maintenance page answering "Retry-After: 30" for a whole day, receive after receive.
+    let receives = 1;
+    let elapsed = 0;
+    let named = 0;
+    for (;;) {
+      const requeue = decideRequeue(
+        { reason: 'mautic_server', notBefore: NOW + 30_000 },
+        { receives, firstReceivedAt: NOW - elapsed * 1000 },
+        { now: NOW, policy, maxDelaySeconds: 900, random: () => 0 },
+      );
+      if (requeue.kind === 'dead_letter') break;
+      if (requeue.seconds === 30) named++;
+      elapsed += requeue.seconds;
+      receives++;
+      expect(receives).toBeLessThan(policy.maxReceiveCount);
+    }
+    // The horizon, not the receive count, ended it; and the named time held for many receives.
+    expect(elapsed).toBeGreaterThanOrEqual(86_400);
+    expect(named).toBeGreaterThan(50);
   });
 
   it('has defaults that fit SQS and refuses settings that do not', () => {

@@ -160,10 +160,47 @@ describe('a time Mautic names (rate limit, Retry-After)', () => {
     const calls = apiCalls();
     const limited = calls.filter((call) => call.status === 429);
     expect(limited.length).toBeLessThan(calls.length - limited.length);
-    const okAt = calls.filter((call) => call.status < 300).map((call) => call.at);
-    for (let i = 1; i < okAt.length; i++) {
-      expect((okAt[i] as number) - (okAt[i - 1] as number)).toBeGreaterThanOrEqual(0);
-    }
+    // Every call after a 429 starts at or after the reset it named (windows of 4 s from START).
+    calls.forEach((call, i) => {
+      const before = calls.slice(0, i).filter((earlier) => earlier.status === 429);
+      const last = before.at(-1);
+      if (last !== undefined) {
+        const reset = START + (Math.floor((last.at - START) / 4_000) + 1) * 4_000;
+        expect(call.at).toBeGreaterThanOrEqual(reset);
+      }
+    });
+  });
+
+  it('never loops on a time already past: a call waits at most three times, then goes back to the queue', async () => {
+    sim.inject(
+      { path: '/api/companies/batch/new' },
+      { status: 503, headers: { 'retry-after': 'Thu, 01 Jan 2026 00:00:00 GMT' }, body: '' },
+      1_000,
+    );
+
+    const outcomes = await deliver([company('Acme')]);
+
+    expect(outcomes).toEqual([expect.objectContaining({ kind: 'retry', reason: 'rate_limited' })]);
+    expect(apiCalls('/api/companies/batch/new').length).toBeLessThanOrEqual(4);
+  });
+
+  it('makes no call before a time Mautic named in an earlier run of the same container', async () => {
+    deps.namedPause = {};
+    sim.setRateLimit({ limit: 1, windowSeconds: 3600 });
+    await deliver([company('First')]);
+    await deliver([company('Second')]);
+    const calls = apiCalls().length;
+
+    const third = await deliver([company('Third')]);
+
+    expect(third).toEqual([
+      expect.objectContaining({
+        kind: 'retry',
+        reason: 'rate_limited',
+        notBefore: START + 3_600_000,
+      }),
+    ]);
+    expect(apiCalls().length).toBe(calls);
   });
 
   it('sends the events back to the queue until a reset further off than the run may wait, and makes no call before it', async () => {
@@ -217,7 +254,28 @@ describe('one bad item never holds a batch hostage', () => {
     expect(sim.records('contacts').filter((c) => c.firstname === 'Renamed')).toHaveLength(15);
   });
 
-  it('stops narrowing when both halves fail: Mautic fails every call, not one item', async () => {
+  it('narrows down two bad items in different halves too: the other 14 are delivered', async () => {
+    const contacts = Array.from({ length: 16 }, (_, i) =>
+      sim.seed('contacts', { email: `c${i}@example.com` }),
+    );
+    const bad = [contacts[2]?.id, contacts[13]?.id] as number[];
+    for (const id of bad) sim.poison({ path: '/api/contacts/batch/edit' }, 'id', id);
+
+    const outcomes = await deliver(
+      contacts.map((contact) => ({
+        entity: 'contacts',
+        action: 'edit',
+        id: contact.id,
+        data: { firstname: 'Renamed' },
+      })),
+    );
+
+    expect(outcomes.map((o) => o.kind)).toEqual(
+      contacts.map((contact) => (bad.includes(contact.id) ? 'retry' : 'delivered')),
+    );
+  });
+
+  it('stops narrowing when every part of a level fails: Mautic fails every call, not one item', async () => {
     sim.inject({ path: '/api/contacts/batch/edit' }, { status: 500, body: '' }, 100);
     const contacts = Array.from({ length: 16 }, (_, i) =>
       sim.seed('contacts', { email: `c${i}@example.com` }),
@@ -233,6 +291,7 @@ describe('one bad item never holds a batch hostage', () => {
     );
 
     expect(new Set(outcomes.map((o) => o.kind))).toEqual(new Set(['retry']));
-    expect(apiCalls('/api/contacts/batch/edit')).toHaveLength(4);
+    // Two tries of the call, its two halves, their four quarters: then it stops.
+    expect(apiCalls('/api/contacts/batch/edit')).toHaveLength(8);
   });
 });

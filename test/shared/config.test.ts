@@ -36,7 +36,7 @@ describe('loadBatchConfig', () => {
         baseSeconds: 30,
         maxDelaySeconds: 900,
         horizonSeconds: 86_400,
-        maxReceiveCount: 198,
+        maxReceiveCount: 298,
       },
       actionLedgerTableName: 'relay-dev-dedup',
     });
