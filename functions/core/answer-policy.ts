@@ -77,11 +77,23 @@ export function ambiguousAction(action: Action, why: string): MessageOutcome {
   };
 }
 
-/** Whether Mautic upserts the create (a contact with an email), so a repeat is harmless. */
+/**
+ * Whether a repeat of the create is harmless: Mautic upserts a contact with an email, and
+ * refuses a company whose name another company has (Mautic 5: names are unique, ignoring case
+ * and trailing spaces), so neither is doubled; a refused repeat is dead-lettered `duplicate`.
+ */
 export function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
-  const email = payload.email;
-  return entity === 'contacts' && typeof email === 'string' && email.trim() !== '';
+  const key =
+    entity === 'contacts'
+      ? payload.email
+      : entity === 'companies'
+        ? payload.companyname
+        : undefined;
+  return typeof key === 'string' && key.trim() !== '';
 }
+
+/** Mautic's refusal of a value another record holds: `companyname: This field must be unique.` */
+const UNIQUE_REFUSAL = /^(\w+): This field must be unique\.?$/;
 
 /** Per-item statuses that mean "never going to work". */
 const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
@@ -95,10 +107,21 @@ const INVALID_ITEM_STATUSES = new Set([400, 422]);
  */
 export function decideItem(
   result: ItemResult | undefined,
-  item: { merged: boolean; unrepeatable: boolean },
+  item: { merged: boolean; unrepeatable: boolean; payload?: Record<string, unknown> },
 ): { kind: 'settle'; outcome: MessageOutcome } | { kind: 'one_by_one' } {
   if (item.merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
     return { kind: 'one_by_one' };
+  }
+  const duplicate = result?.kind === 'rejected' ? UNIQUE_REFUSAL.exec(result.message) : null;
+  if (result?.kind === 'rejected' && duplicate) {
+    // Another record holds the value (a company's name, a contact's email on an edit).
+    const field = duplicate[1] as string;
+    const value = JSON.stringify(item.payload?.[field] ?? null);
+    const message = `${result.message} Another record has ${field} ${value}.`;
+    return {
+      kind: 'settle',
+      outcome: { kind: 'rejected', reason: 'duplicate', status: result.status, message },
+    };
   }
   // A per-item 5xx of a create may follow its save (a listener failing after it).
   if (item.unrepeatable && result?.kind === 'rejected' && result.status >= 500) {

@@ -8,6 +8,7 @@ export const DEAD_LETTER_REASONS = [
   'mautic_rejected_item',
   'mautic_refused_item',
   'mautic_unknown_entity',
+  'duplicate',
   'ambiguous_result',
   'no_match',
   'ambiguous_match',

@@ -350,6 +350,7 @@ class DeliveryRun {
       const decision = decideItem(results[index], {
         merged: item.parts !== undefined,
         unrepeatable: creates && !isUpserted(chunk.entity, item.payload),
+        payload: item.payload,
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
       else this.#settle([item], decision.outcome);

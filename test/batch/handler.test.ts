@@ -429,12 +429,12 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     );
   });
 
-  it('dead-letters a company create Mautic applied but answered unreadably (ambiguous_result); sends a contact again, once', async () => {
+  it('dead-letters a segment create Mautic applied but answered unreadably (ambiguous_result); sends a contact again, once', async () => {
     const relay = await startRelay({});
-    relay.sim.failAfterApply({ path: '/api/companies/batch/new' }, 'garble');
+    relay.sim.failAfterApply({ path: '/api/segments/batch/new' }, 'garble');
     relay.sim.failAfterApply({ path: '/api/contacts/batch/new' }, 'drop');
     await relay.send([
-      { entity: 'companies', action: 'create', data: { companyname: 'Acme' } },
+      { entity: 'segments', action: 'create', data: { name: 'Buyers', alias: 'buyers' } },
       { entity: 'contacts', action: 'create', data: { email: 'once@example.com' } },
     ]);
 
@@ -442,13 +442,13 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
     const dead = await relay.deadLetters(1);
 
     expect(dead.map((m) => [attribute(m, 'relay.reason'), attribute(m, 'relay.entity')])).toEqual([
-      ['ambiguous_result', 'companies'],
+      ['ambiguous_result', 'segments'],
     ]);
     expect(attribute(dead[0] ?? {}, 'relay.detail')).toMatch(
-      /^Mautic may have created this record; its answer cannot tell \(MauticResponseError: POST \/api\/companies\/batch\/new answered 200 with a body that is not JSON\)$/,
+      /^Mautic may have created this record; its answer cannot tell \(MauticResponseError: POST \/api\/segments\/batch\/new answered 200 with a body that is not JSON\)$/,
     );
-    expect(relay.sim.records('companies').map((r) => r.companyname)).toEqual(['Acme']);
-    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/companies/batch/new')).toHaveLength(
+    expect(relay.sim.records('segments').filter((r) => r.name === 'Buyers')).toHaveLength(1);
+    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/segments/batch/new')).toHaveLength(
       1,
     );
     expect(contactEmails(relay.sim)).toEqual(new Set(['once@example.com']));

@@ -639,11 +639,11 @@ describe('deliverChunks: order, merges and answers that cannot tell (issue 11)',
   });
 
   for (const how of ['garble', 'drop', 'gateway_timeout'] as const) {
-    it(`refuses a company create whose answer Mautic spoilt after applying it (${how}) as ambiguous_result, sent once`, async () => {
-      sim.failAfterApply({ path: '/api/companies/batch/new' }, how);
+    it(`refuses a segment create whose answer Mautic spoilt after applying it (${how}) as ambiguous_result, sent once`, async () => {
+      sim.failAfterApply({ path: '/api/segments/batch/new' }, how);
 
       const outcomes = await deliverChunks(
-        plan([{ entity: 'companies', action: 'create', data: { companyname: 'Acme' } }]),
+        plan([{ entity: 'segments', action: 'create', data: { name: 'Buyers', alias: 'buyers' } }]),
         deadline(),
         deps,
       );
@@ -651,9 +651,9 @@ describe('deliverChunks: order, merges and answers that cannot tell (issue 11)',
       const [outcome] = [...outcomes.values()];
       expect(outcome).toMatchObject({ kind: 'rejected', reason: 'ambiguous_result' });
       expect(outcome?.kind === 'rejected' && outcome.message).toMatch(
-        /^Mautic may have created this record; its answer cannot tell \(Mautic\w*Error: POST \/api\/companies\/batch\/new /,
+        /^Mautic may have created this record; its answer cannot tell \(Mautic\w*Error: POST \/api\/segments\/batch\/new /,
       );
-      expect(sim.records('companies')).toMatchObject([{ companyname: 'Acme' }]);
+      expect(sim.records('segments').filter((s) => s.name === 'Buyers')).toHaveLength(1);
       expect(apiCalls()).toHaveLength(1);
       expect(JSON.stringify(outcome)).not.toContain(currentToken);
     });

@@ -314,11 +314,12 @@ describe('decideAfterFailure', () => {
 
 describe('unrepeatable (no blind re-send of a create that may have happened)', () => {
   const timeout = new MauticTransientError({ ...at, kind: 'timeout', possiblyApplied: true });
+  const segment = { payload: { name: 'Buyers' } };
   const company = { payload: { companyname: 'Acme' } };
   const contact = { payload: { email: 'a@example.com' } };
   const anonymous = { payload: { firstname: 'Ann' } };
 
-  it('dead-letters a create Mautic may have applied, unless Mautic upserts it', () => {
+  it('dead-letters a create Mautic may have applied, unless a repeat cannot double it (a contact’s email, a company’s unique name)', () => {
     const result = unrepeatable(timeout, 'contacts', 'create', [contact, anonymous]);
     expect(result?.items).toEqual([anonymous]);
     expect(result?.outcome).toEqual({
@@ -326,20 +327,23 @@ describe('unrepeatable (no blind re-send of a create that may have happened)', (
       reason: 'ambiguous_result',
       message: `Mautic may have created this record; its answer cannot tell (MauticTransientError: ${timeout.message})`,
     });
-    expect(unrepeatable(timeout, 'companies', 'create', [company])?.items).toEqual([company]);
+    expect(unrepeatable(timeout, 'segments', 'create', [segment])?.items).toEqual([segment]);
+    expect(unrepeatable(timeout, 'companies', 'create', [company, { payload: {} }])?.items).toEqual(
+      [{ payload: {} }],
+    );
   });
 
   it('sends again what cannot have been applied, and edits and deletes', () => {
     const notSent = new MauticTransientError({ ...at, kind: 'network', possiblyApplied: false });
-    expect(unrepeatable(notSent, 'companies', 'create', [company])).toBeUndefined();
-    expect(unrepeatable(timeout, 'companies', 'edit', [company])).toBeUndefined();
-    expect(unrepeatable(timeout, 'companies', 'delete', [company])).toBeUndefined();
+    expect(unrepeatable(notSent, 'segments', 'create', [segment])).toBeUndefined();
+    expect(unrepeatable(timeout, 'segments', 'edit', [segment])).toBeUndefined();
+    expect(unrepeatable(timeout, 'segments', 'delete', [segment])).toBeUndefined();
     const garbled = new MauticResponseError('a body that is not JSON', {
       ...at,
       status: 201,
       retryable: false,
     });
-    expect(unrepeatable(garbled, 'companies', 'create', [company])?.items).toEqual([company]);
+    expect(unrepeatable(garbled, 'segments', 'create', [segment])?.items).toEqual([segment]);
   });
 });
 
@@ -432,6 +436,30 @@ describe('decideItem', () => {
   it.each(rows)('$rule', ({ result, merged, unrepeatable, to }) => {
     const item = { merged: merged ?? false, unrepeatable: unrepeatable ?? false };
     expect(decideItem(result, item)).toEqual(to);
+  });
+
+  it('dead-letters a value another record holds as duplicate, naming the value (issue 25)', () => {
+    const refused: ItemResult = {
+      kind: 'rejected',
+      status: 422,
+      message: 'companyname: This field must be unique.',
+    };
+
+    expect(
+      decideItem(refused, {
+        merged: false,
+        unrepeatable: false,
+        payload: { companyname: 'Acme ' },
+      }),
+    ).toEqual({
+      kind: 'settle',
+      outcome: {
+        kind: 'rejected',
+        reason: 'duplicate',
+        status: 422,
+        message: 'companyname: This field must be unique. Another record has companyname "Acme ".',
+      },
+    });
   });
 });
 

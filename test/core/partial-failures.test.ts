@@ -70,21 +70,37 @@ const company = (name: string): Event => ({
   data: { companyname: name },
 });
 
+/** A create Mautic neither upserts nor refuses as a duplicate: a segment. */
+const segment = (name: string): Event => ({
+  entity: 'segments',
+  action: 'create',
+  data: { name, alias: name.toLowerCase() },
+});
+
 describe('a create Mautic may have saved before a 5xx (no doubling)', () => {
   it.each([500, 502, 503, 504])(
     'dead-letters every create of an entity Mautic does not upsert after a whole-call %i, and never sends it again',
     async (status) => {
-      sim.inject({ path: '/api/companies/batch/new' }, { status, body: '' }, 5);
+      sim.inject({ path: '/api/segments/batch/new' }, { status, body: '' }, 5);
 
-      const outcomes = await deliver([company('Acme'), company('Globex')]);
+      const outcomes = await deliver([segment('Buyers'), segment('Leads')]);
 
       expect(outcomes).toEqual([
         expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
         expect.objectContaining({ kind: 'rejected', reason: 'ambiguous_result' }),
       ]);
-      expect(apiCalls('/api/companies/batch/new')).toHaveLength(1);
+      expect(apiCalls('/api/segments/batch/new')).toHaveLength(1);
     },
   );
+
+  it('sends a company create again after a 5xx: on Mautic 5 a repeat is refused as a duplicate, never doubled', async () => {
+    sim.inject({ path: '/api/companies/batch/new' }, { status: 502, body: '' }, 1);
+
+    const outcomes = await deliver([company('Acme')]);
+
+    expect(outcomes.map((o) => o.kind)).toEqual(['delivered']);
+    expect(apiCalls('/api/companies/batch/new')).toHaveLength(2);
+  });
 
   it('still retries a 503 that says when to come back (the server took no request)', async () => {
     sim.inject(
@@ -102,19 +118,19 @@ describe('a create Mautic may have saved before a 5xx (no doubling)', () => {
 
   it('dead-letters a create whose own item answered 5xx, and delivers the rest of the call', async () => {
     sim.inject(
-      { path: '/api/companies/batch/new' },
+      { path: '/api/segments/batch/new' },
       {
         status: 201,
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({
-          companies: { 1: { id: 7, fields: { all: { id: 7, companyname: 'Globex' } } } },
+          lists: { 1: { id: 7, name: 'Leads', alias: 'leads' } },
           statusCodes: [500, 201],
           errors: { 0: { code: 500, message: 'Looks like I encountered an error', type: null } },
         }),
       },
     );
 
-    const outcomes = await deliver([company('Acme'), company('Globex')]);
+    const outcomes = await deliver([segment('Buyers'), segment('Leads')]);
 
     expect(outcomes).toEqual([
       {
