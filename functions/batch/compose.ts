@@ -34,6 +34,16 @@ export interface BatchEdges {
   clock?: Clock;
 }
 
+/** Calls `tell` with each value the first time it is seen: a version logged once per container. */
+function onceEach(tell: (value: string) => void): (value: string) => void {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return;
+    seen.add(value);
+    tell(value);
+  };
+}
+
 /**
  * The batch function's composition root: validated configuration and the edges in, the Lambda
  * handler out. `index.ts` (Lambda) and the local stack both build the function with it.
@@ -49,6 +59,9 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       // them at its margin), so the longest Lambda timeout is only an outer bound.
       timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
       now: () => clock.now(),
+      onVersion: onceEach((version) =>
+        edges.logger.info("Mautic's version", { event: 'mautic_version', mauticVersion: version }),
+      ),
     }),
     // Waits for the refresher instead of giving events back (contract §2).
     tokens: new WaitingTokenSource({

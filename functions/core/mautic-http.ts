@@ -21,6 +21,8 @@ export interface MauticHttpOptions {
   maxResponseBytes?: number;
   /** The clock a `Retry-After` delay counts from (the delivery's). @default Date.now */
   now?: () => number;
+  /** Told Mautic's version (its `Mautic-Version` header) from every answer that carries one. */
+  onVersion?: (version: string) => void;
 }
 
 /** An HTTP answer whose body was read (up to the cap) and, when it is JSON, parsed. */
@@ -104,6 +106,8 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
         throw failed(error, response.status >= 200 && response.status < 300);
       }
 
+      const version = response.headers.get('mautic-version');
+      if (version !== null && options.onVersion) options.onVersion(version);
       return answerOf(response, new TextDecoder().decode(bytes));
     },
   };
