@@ -281,16 +281,31 @@ function report(
   settled: Settlement<QueuedMessage>,
   deadLettered: number,
   failures: number,
-  { logger, metrics }: BatchHandlerDeps,
+  { logger, metrics, clock }: BatchHandlerDeps,
 ) {
   if (settled.retry.length > 0) {
+    // Its own age metric: SQS's ApproximateAgeOfOldestMessage leaves out a message received
+    // three times or more, so it loses sight of every event being retried (issue 26).
+    const oldestSeconds = oldestAgeSeconds(settled.retry, clock.now());
     logger.warn('Events left to the queue for a later try', {
       event: 'events_retried',
       count: settled.retry.length,
+      oldestSeconds,
       reasons: settled.retryReasons,
     });
+    metrics.addMetric('OldestRetriedEventAge', 'Seconds', oldestSeconds);
   }
   metrics.addMetric('EventsDelivered', 'Count', settled.delivered);
   metrics.addMetric('EventsRejected', 'Count', deadLettered);
   metrics.addMetric('EventsRetried', 'Count', failures);
+}
+
+/** Seconds since the earliest first receive of `messages` (now, for one without the attribute). */
+function oldestAgeSeconds(messages: ReadonlyArray<QueuedMessage>, now: number): number {
+  const first = Math.min(
+    ...messages.map(
+      (message) => Number(message.attributes.ApproximateFirstReceiveTimestamp) || now,
+    ),
+  );
+  return Math.max(0, Math.round((now - first) / 1000));
 }

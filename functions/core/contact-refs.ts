@@ -127,7 +127,7 @@ export class ContactReferences {
  * What a resolved reference means for the item (contract §5): its contact's id, or an outcome
  * when no contact or several match (a delete with no match is done: nothing to delete).
  */
-export function resolution(
+function resolution(
   item: PlannedItem,
   action: string,
   ids: ReadonlyArray<number>,

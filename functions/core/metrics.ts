@@ -46,6 +46,13 @@ export const METRICS = {
     service: 'batch',
     means: 'Events of one invocation left to the queue for a later try.',
   },
+  OldestRetriedEventAge: {
+    unit: 'Seconds',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means:
+      'Of the events one invocation sent back to the queue for a later try, the oldest one’s time since its first receive. SQS’s ApproximateAgeOfOldestMessage leaves out messages received three times or more, so it does not see them.',
+  },
   MauticCalls: {
     unit: 'Count',
     madeBy: 'addMetric',
@@ -88,6 +95,20 @@ export const METRICS = {
     service: 'refresh',
     means: 'Seconds until the stored refresh token expires (0 once Mautic refused it).',
   },
+  MauticCallsFailed: {
+    unit: 'Count',
+    madeBy: 'logFilter',
+    service: 'batch',
+    means:
+      'A Mautic call that failed as a whole (network, timeout, 401, 403, 429, 5xx): a log line with event mautic_call_failed.',
+  },
+  DeadLetterSendsFailed: {
+    unit: 'Count',
+    madeBy: 'logFilter',
+    service: 'batch',
+    means:
+      'Events whose dead letter could not be sent (they stay on the events queue): the count of a log line with event dead_letter_failed.',
+  },
   DedupStoreErrors: {
     unit: 'Count',
     madeBy: 'logFilter',
@@ -102,6 +123,9 @@ export type MetricName = keyof typeof METRICS;
 export type EmittedMetricName = {
   [Name in MetricName]: (typeof METRICS)[Name]['madeBy'] extends 'addMetric' ? Name : never;
 }[MetricName];
+
+/** The metrics a metric filter makes from a function's log lines. */
+export type LogFilterMetricName = Exclude<MetricName, EmittedMetricName>;
 
 /** The unit the catalog gives a metric. */
 export type UnitOf<Name extends MetricName> = (typeof METRICS)[Name]['unit'];

@@ -4,6 +4,7 @@ import type { ClientSecret, TokenSecret } from './token-secret.ts';
 import { usableFor } from './token-wait.ts';
 import {
   healPendingWrite,
+  isDropOf,
   requestTokenFor,
   type TokenWriteDeps,
   write,
@@ -236,13 +237,17 @@ async function grantFailed(
   deps: RefreshDeps,
 ): Promise<RefreshOutcome> {
   if (isInvalidGrant(error) && token) {
+    // Another run may have spent it, and stored what Mautic rotated it to: nothing to fix then.
+    const latest = await deps.vault.readToken();
+    if (latest.versionId !== versionId) return superseded(latest.token);
     // Dropping the dead refresh token is what stops further calls until `authorize` is run;
     // if the write fails it is kept and retried before any token call.
     const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
-    await writeOrKeep(
+    const dropped = await writeOrKeep(
       { token: rest, requestToken: requestTokenFor(versionId, rest), basedOn: versionId },
       deps,
     );
+    if (dropped === 'superseded') return superseded((await deps.vault.readToken()).token);
     return needsAuthorize(
       rest,
       now,
@@ -266,7 +271,8 @@ async function grantFailed(
 
 /**
  * Stores new tokens at once as a new version, compare-and-swapped against the version read, and
- * reports them. Someone else's write in between (`authorize`) wins: theirs are kept.
+ * reports them. Someone else's write in between (`authorize`) wins: theirs are kept; but not a
+ * racing run's drop of the refresh token this call spent (`isDropOf`): ours go on top of it.
  */
 async function storeNewTokens(
   request: RefreshRequest,
@@ -289,18 +295,27 @@ async function storeNewTokens(
     obtainedWith: grant,
     updatedAt: new Date(tokens.obtainedAt).toISOString(),
   };
-  const stored = await writeOrKeep(
+  let stored = await writeOrKeep(
     { token: next, requestToken: requestTokenFor(versionId, next), basedOn: versionId },
     deps,
   );
-  if (stored === 'failed') return failed(token, now, deps, 'write_failed');
   if (stored === 'superseded') {
-    deps.logger.warn(
-      'New tokens were stored by someone else meanwhile (authorize?); keeping theirs',
+    const theirs = await deps.vault.readToken();
+    // A racing run's drop of the refresh token this call spent: ours go on top of it.
+    if (!isDropOf(theirs.token, token)) {
+      deps.logger.warn(
+        'New tokens were stored by someone else meanwhile (authorize?); keeping theirs',
+      );
+      return superseded(theirs.token);
+    }
+    const basedOn = theirs.versionId;
+    stored = await writeOrKeep(
+      { token: next, requestToken: requestTokenFor(basedOn, next), basedOn },
+      deps,
     );
-    const theirs = (await deps.vault.readToken()).token;
-    return { action: 'none', why: 'superseded', ...(theirs ? { stored: storedOf(theirs) } : {}) };
+    if (stored === 'superseded') return superseded((await deps.vault.readToken()).token);
   }
+  if (stored === 'failed') return failed(token, now, deps, 'write_failed');
   deps.metrics.addMetric('TokenRefreshed', 'Count', 1);
   reportLifetimes(next, now, deps.metrics);
   deps.logger.info('Mautic tokens refreshed', {
@@ -316,6 +331,11 @@ async function storeNewTokens(
 function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAheadSeconds'>) {
   const lifetime = Date.parse(token.accessTokenExpiresAt) - Date.parse(token.updatedAt);
   return Math.max(deps.refreshAheadSeconds * 1000, lifetime / 2);
+}
+
+/** A run that found newer tokens stored by someone else (another run, `authorize`): theirs stay. */
+function superseded(theirs: TokenSecret | undefined): RefreshOutcome {
+  return { action: 'none', why: 'superseded', ...(theirs ? { stored: storedOf(theirs) } : {}) };
 }
 
 function storedOf(token: TokenSecret): StoredTokens {

@@ -43,9 +43,9 @@ const NEEDS_OPERATOR = new Set([
  * for a newer one instead of giving the events back (contract §2).
  *
  * A missing, expired or refused token makes it run the refresher and wait for its answer. The
- * refresher is the single writer with reserved concurrency 1, so a caller that finds it busy
- * (throttled) polls the token secret, with backoff, until a token newer than the one it had
- * appears, asking again between polls (the refresher skips the token call when newer tokens are
+ * refresher is the single writer (with reserved concurrency 1 where the environment reserves),
+ * so a caller that finds it busy (throttled) polls the token secret, with backoff, until a token
+ * newer than the one it had appears, asking again between polls (the refresher skips the token call when newer tokens are
  * already stored, so many callers cost one refresh). All of it ends by `waitUntil`; only then does
  * it throw, and the caller leaves its events to the queue. Callers in one container waiting for
  * the same stale token share one wait.

@@ -102,3 +102,19 @@ export async function write(
   }
   return 'failed';
 }
+
+/**
+ * Whether `theirs` is only `base` without its refresh token: what a refresher writes when Mautic
+ * refuses that refresh token. When two runs race on one refresh token (no reserved concurrency),
+ * the one Mautic answers second is refused, because the first spent it, and may store that drop
+ * before the first stores the rotated tokens; those must then go on top of it, not be lost.
+ */
+export function isDropOf(theirs: TokenSecret | undefined, base: TokenSecret | undefined): boolean {
+  return (
+    theirs !== undefined &&
+    base?.refreshToken !== undefined &&
+    theirs.refreshToken === undefined &&
+    theirs.accessToken === base.accessToken &&
+    theirs.updatedAt === base.updatedAt
+  );
+}

@@ -15,7 +15,9 @@ export type RefreshHandler = (
  * function with `{"force": true, "reason": "…", "staleUpdatedAt": "…"|null}` when its token is
  * missing, expired or refused, and by the operator's `refresh` command with no `staleUpdatedAt`.
  * It answers the outcome and when the stored tokens were written and expire, never the tokens.
- * Reserved concurrency 1 makes it the single writer of the token secret, so two refreshes never race on a single-use refresh token.
+ * Where the environment reserves concurrency (`reservedConcurrency`), one run at a time; where it
+ * does not, runs may overlap and race on the single-use refresh token, and the compare-and-swap
+ * writes keep the rotated one (functions/core/token-refresh.ts; test/refresh/race.test.ts).
  */
 export function createRefreshHandler(deps: RefreshDeps): RefreshHandler {
   return (event, context) =>

@@ -1,4 +1,4 @@
-import type { Stack } from 'aws-cdk-lib';
+import { Aws, Fn, RemovalPolicy, type Stack } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -17,7 +17,17 @@ export function ingestApi(
   ingest: RelayFunction,
 ): apigw.HttpApi {
   const accessLogs = new logs.LogGroup(stack, 'ApiAccessLogs', {
+    // Under /aws/vendedlogs/, API Gateway delivers without adding the group to the account's
+    // one CloudWatch Logs resource policy, whose size limit busy accounts reach ("Cannot enable
+    // logging. Policy document length…"). The stack id's unique part tells apart the groups of
+    // successive stacks of one environment, so one kept by a teardown never blocks a deploy.
+    logGroupName: Fn.join('/', [
+      `/aws/vendedlogs/MauticRelay-${settings.name}/api-access`,
+      Fn.select(2, Fn.split('/', Aws.STACK_ID)),
+    ]),
     retention: settings.logRetentionDays,
+    // Kept with the environment's data, deleted with a developer's stack.
+    removalPolicy: settings.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
   });
   const api = new apigw.HttpApi(stack, 'Api', {
     createDefaultStage: false,

@@ -12,7 +12,7 @@ import {
   parseSourcesDocument,
   type SourceDefinition,
 } from '../../functions/core/sources.ts';
-import { MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
+import { DEFAULTS, MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
 const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
@@ -34,8 +34,22 @@ const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
  */
 const MAX_WINDOW_SHARE_OF_TIMEOUT = 0.25;
 
+/**
+ * The AWS account the shipped `cdk.json` binds its environments to: AWS's documentation example,
+ * which no credentials match, so such an environment synthesizes but never deploys.
+ */
+export const PLACEHOLDER_ACCOUNT = '123456789012';
+
 /** One environment's settings, from `cdk.json` context `environments.<name>`. */
 const settingsSchema = z.strictObject({
+  /**
+   * The account and region the stack is bound to: `cdk deploy` (and `cdk bootstrap`) refuse
+   * credentials of another account, so `-c env=prod` never lands where the shell happens to point.
+   */
+  account: z.string().regex(/^\d{12}$/, 'must be a 12-digit AWS account id'),
+  region: z
+    .string()
+    .regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be an AWS region such as eu-west-1'),
   mauticBaseUrl: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
   /** Items per Mautic call; Mautic's api_batch_max_limit is 200. */
   batchSize: z.number().int().min(1).max(200),
@@ -47,6 +61,14 @@ const settingsSchema = z.strictObject({
   batchingWindowSeconds: z.number().int().min(0).max(300),
   /** Concurrent batch invocations toward Mautic (the mapping's maximumConcurrency, 2–1000). */
   maxConcurrency: z.number().int().min(2).max(1000),
+  /**
+   * Reserve concurrency: 1 for the refresher, `maxConcurrency` for the batch function, so that no
+   * other function of the account can starve them. Lambda keeps 100 unreserved, so the account's
+   * concurrency quota must be at least 101 + `maxConcurrency` (new accounts often have 10 or 50:
+   * `npx mautic-relay doctor` says). Off, the refresher's compare-and-swap writes keep it the
+   * single writer of the tokens all the same.
+   */
+  reservedConcurrency: z.boolean(),
   /** First delay before a failed event comes back (contract §2 `RETRY_BASE_SECONDS`). */
   retryBaseSeconds: z.number().int().min(1).max(43_200),
   /** Longest delay between two tries (`RETRY_MAX_DELAY_SECONDS`). */
@@ -76,6 +98,11 @@ const settingsSchema = z.strictObject({
       /^rate\((1 minute|([2-9]|10) minutes)\)$/,
       'must be rate(1 minute) to rate(10 minutes): tokens are renewed 15 minutes ahead',
     ),
+  /**
+   * Mautic's access token lifetime, as its Configuration, API Settings, says ("Access token
+   * lifetime (in minutes)", 60 by default): how often the refresher writes the token secret.
+   */
+  mauticAccessTokenLifetimeMinutes: z.number().int().min(1).max(525_600),
   /** Where alarms are e-mailed; empty for none (the SNS topic is created anyway). */
   alarmEmail: z.union([z.literal(''), z.email()]),
   oldestEventAlarmSeconds: z.number().int().min(60),
@@ -179,7 +206,67 @@ export function environmentSettings(name: unknown, environments: unknown): Relay
       `Invalid settings for environment "${name}": retryHorizonHours, retryMaxDelaySeconds: ${(error as Error).message}`,
     );
   }
+  checkPlaceholders(name, result.data);
+  checkSecretWrites(name, result.data.mauticAccessTokenLifetimeMinutes);
   return { ...result.data, name, retry, ...checkSources(name, result.data.sources) };
+}
+
+/**
+ * AWS asks for at most one PutSecretValue per secret every 10 minutes: each write makes a
+ * version, and a secret keeps a limited number of them.
+ */
+export const MIN_SECRET_WRITE_INTERVAL_SECONDS = 600;
+
+/**
+ * Refuses a token lifetime that would make the refresher write the token secret more often than
+ * AWS asks. A scheduled run renews the access token once it has less than max(the refresher's
+ * REFRESH_AHEAD_SECONDS, half its lifetime) left, so the secret is written every lifetime less
+ * that, or a schedule's period later: hour-long tokens every half hour, 20-minute ones every 5 to
+ * 10 minutes. The schedule (at most 10 minutes) always runs within that margin.
+ */
+function checkSecretWrites(name: string, lifetimeMinutes: number): void {
+  const lifetime = lifetimeMinutes * 60;
+  const ahead = Math.max(DEFAULTS.refreshAheadSeconds, lifetime / 2);
+  if (lifetime - ahead >= MIN_SECRET_WRITE_INTERVAL_SECONDS) return;
+  const shortest = Math.ceil(
+    (DEFAULTS.refreshAheadSeconds + MIN_SECRET_WRITE_INTERVAL_SECONDS) / 60,
+  );
+  const often =
+    lifetime <= ahead
+      ? 'at every run of its schedule'
+      : `every ${Math.round((lifetime - ahead) / 60)} to ${Math.round((lifetime - ahead) / 60) + 10} minutes`;
+  throw new Error(
+    `Invalid settings for environment "${name}" in cdk.json: mauticAccessTokenLifetimeMinutes ${lifetimeMinutes}: the refresher renews an access token once it has less than ${DEFAULTS.refreshAheadSeconds / 60} minutes (or half its lifetime) left, so it would write the token secret ${often}, and AWS asks for at most one write per secret every ${MIN_SECRET_WRITE_INTERVAL_SECONDS / 60} minutes. Set Mautic's access token lifetime (Configuration, API Settings) to ${shortest} minutes or more, and this setting with it`,
+  );
+}
+
+/** A value the shipped `cdk.json` holds only to be replaced: example.com and its subdomains. */
+const EXAMPLE_DOMAIN = /(^|[.@])example\.com$/i;
+
+/**
+ * Refuses an environment bound to a real account that still holds a shipped placeholder: a
+ * deploy would deliver to no Mautic, or e-mail its alarms to no one. One still bound to the
+ * placeholder account synthesizes (`npm run synth` checks the shipped environments) and cannot
+ * deploy anywhere.
+ */
+function checkPlaceholders(
+  name: string,
+  settings: { account: string; mauticBaseUrl: string; alarmEmail: string },
+): void {
+  if (settings.account === PLACEHOLDER_ACCOUNT) return;
+  const left = [
+    EXAMPLE_DOMAIN.test(new URL(settings.mauticBaseUrl).hostname)
+      ? `mauticBaseUrl (${settings.mauticBaseUrl}: your Mautic's https URL)`
+      : undefined,
+    EXAMPLE_DOMAIN.test(settings.alarmEmail)
+      ? `alarmEmail (${settings.alarmEmail}: where alarms go, or "" for none)`
+      : undefined,
+  ].filter((problem) => problem !== undefined);
+  if (left.length > 0) {
+    throw new Error(
+      `Invalid settings for environment "${name}" in cdk.json: it is bound to account ${settings.account} but still holds the example placeholder of ${left.join(' and ')}`,
+    );
+  }
 }
 
 /**

@@ -62,8 +62,9 @@ function refreshFunction(
     name: 'refresh',
     serviceName: 'refresh',
     timeout: Duration.seconds(30),
-    // Two refreshes must never race on a refresh token.
-    reservedConcurrentExecutions: 1,
+    // One run at a time where the account allows a reservation; without one, runs that race
+    // are kept apart by the compare-and-swap writes (functions/core/token-refresh.ts).
+    ...(settings.reservedConcurrency ? { reservedConcurrentExecutions: 1 } : {}),
   });
   refresh.useSecret(ENV.CLIENT_SECRET_ID, secrets.client);
   // Put a pending version, then move AWSCURRENT to it only from the version read.
@@ -95,8 +96,11 @@ function batchFunction(
     serviceName: 'batch',
     timeout: Duration.seconds(settings.batchTimeoutSeconds),
     // At least the event source's maximum concurrency: an account-wide throttle must not make
-    // the mapping's invokes fail, each failure costing every event of the batch a receive.
-    reservedConcurrentExecutions: settings.maxConcurrency,
+    // the mapping's invokes fail, each failure costing every event of the batch a receive. Only
+    // where the account's quota allows it (environments.ts, reservedConcurrency).
+    ...(settings.reservedConcurrency
+      ? { reservedConcurrentExecutions: settings.maxConcurrency }
+      : {}),
     environment: {
       [ENV.MAUTIC_BASE_URL]: settings.mauticBaseUrl,
       [ENV.EVENTS_QUEUE_URL]: queues.events.queueUrl,

@@ -6,6 +6,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import {
+  type LogFilterMetricName,
   METRICS,
   type MetricName,
   type MetricUnit,
@@ -47,6 +48,17 @@ const UNITS: Readonly<Record<MetricUnit, { cloudwatch: cloudwatch.Unit; label: s
 };
 
 const FIVE_MINUTES = Duration.minutes(5);
+const FIFTEEN_MINUTES = Duration.minutes(15);
+
+/**
+ * The log lines each metric filter counts: their stable `event` field, and the metric's value
+ * (a field of the line, or 1 a line).
+ */
+const LOG_EVENTS: Readonly<Record<LogFilterMetricName, { event: string; value: string }>> = {
+  DedupStoreErrors: { event: DEDUP_STORE_FAILED_EVENT, value: '1' },
+  MauticCallsFailed: { event: 'mautic_call_failed', value: '1' },
+  DeadLetterSendsFailed: { event: 'dead_letter_failed', value: '$.count' },
+};
 
 /**
  * Alarms to an SNS topic (e-mailed when the environment names an address) and the dashboard.
@@ -59,14 +71,17 @@ export function alarmsAndDashboard(
   watched: Watched,
 ): cloudwatch.Dashboard {
   const relayMetric = relayMetrics(metricsNamespace(settings.name));
+  const logMetric = logMetrics(stack, settings, watched);
   const alarm = alarmsTo(stack, alarmTopic(stack, settings));
   queueAndFunctionAlarms(alarm, settings, watched);
+  retryAlarms(alarm, settings, relayMetric, logMetric);
   tokenAlarms(alarm, relayMetric, watched.functions);
-  ingestAlarms(stack, alarm, settings, watched);
-  return dashboard(stack, settings, relayMetric, watched);
+  ingestAlarms(alarm, logMetric, watched);
+  return dashboard(stack, settings, { relayMetric, logMetric }, watched);
 }
 
 type RelayMetric = (name: MetricName, statistic: string, period?: Duration) => cloudwatch.Metric;
+type LogMetric = (name: LogFilterMetricName, period?: Duration) => cloudwatch.Metric;
 type AlarmOn = (
   id: string,
   description: string,
@@ -83,6 +98,29 @@ function relayMetrics(namespace: string): RelayMetric {
       statistic,
       period,
     });
+}
+
+/**
+ * The metrics made from log lines (LOG_EVENTS), each by a metric filter on the log group of the
+ * function the catalog names; read as sums.
+ */
+function logMetrics(stack: Stack, settings: RelaySettings, watched: Watched): LogMetric {
+  const filters = new Map<LogFilterMetricName, logs.MetricFilter>();
+  for (const [name, { event, value }] of Object.entries(LOG_EVENTS) as Array<
+    [LogFilterMetricName, { event: string; value: string }]
+  >) {
+    const filter = new logs.MetricFilter(stack, `${name}Filter`, {
+      logGroup: watched.functions[METRICS[name].service].logGroup,
+      filterPattern: logs.FilterPattern.stringValue('$.event', '=', event),
+      metricNamespace: metricsNamespace(settings.name),
+      metricName: name,
+      metricValue: value,
+      unit: UNITS[METRICS[name].unit].cloudwatch,
+    });
+    filters.set(name, filter);
+  }
+  return (name, period = FIVE_MINUTES) =>
+    (filters.get(name) as logs.MetricFilter).metric({ period, statistic: 'Sum' });
 }
 
 function alarmTopic(stack: Stack, settings: RelaySettings): sns.Topic {
@@ -114,6 +152,41 @@ function above(metric: cloudwatch.IMetric, threshold = 0) {
   };
 }
 
+/**
+ * What a stuck queue looks like from the batch function: events it keeps sending back, their
+ * age since their first receive, the failed Mautic calls, and dead letters it could not send.
+ */
+function retryAlarms(
+  alarm: AlarmOn,
+  settings: RelaySettings,
+  relayMetric: RelayMetric,
+  logMetric: LogMetric,
+) {
+  alarm(
+    'RetriedEventAgeAlarm',
+    'Events sent back for a later try have waited longer than oldestEventAlarmSeconds since their first receive: Mautic down, refusing the token, rate limiting, or an entity-wide 403. See the batch log (events_retried, mautic_call_failed).',
+    above(relayMetric('OldestRetriedEventAge', 'Maximum'), settings.oldestEventAlarmSeconds),
+  );
+  alarm(
+    'EventsRetriedAlarm',
+    'Events were sent back for a later try in every quarter hour for 45 minutes: deliveries keep failing. See the batch log (events_retried: the reasons).',
+    {
+      ...above(relayMetric('EventsRetried', 'Sum', FIFTEEN_MINUTES)),
+      evaluationPeriods: 3,
+    },
+  );
+  alarm(
+    'MauticCallsFailedAlarm',
+    'Mautic calls failed as a whole in two quarter hours in a row (network, timeout, 401, 403, 429, 5xx): the batch log’s mautic_call_failed lines name the error.',
+    { ...above(logMetric('MauticCallsFailed', FIFTEEN_MINUTES)), evaluationPeriods: 2 },
+  );
+  alarm(
+    'DeadLetterSendFailedAlarm',
+    'The batch function could not send dead letters (event dead_letter_failed): those events stay on the events queue and are tried again; check the dead-letter queue and the batch role.',
+    above(logMetric('DeadLetterSendsFailed')),
+  );
+}
+
 function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched: Watched) {
   const { queues, functions } = watched;
   alarm(
@@ -128,7 +201,7 @@ function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched
   );
   alarm(
     'OldestEventAlarm',
-    'Events wait too long in the queue: is Mautic reachable, rate-limited, or is the batch function failing?',
+    'Events wait too long in the queue without being delivered: is the batch function running, or failing? (Events being retried are watched by RetriedEventAgeAlarm.)',
     above(
       queues.events.metricApproximateAgeOfOldestMessage({
         period: FIVE_MINUTES,
@@ -192,22 +265,13 @@ function tokenAlarms(alarm: AlarmOn, relayMetric: RelayMetric, functions: Watche
   );
 }
 
-function ingestAlarms(stack: Stack, alarm: AlarmOn, settings: RelaySettings, watched: Watched) {
+function ingestAlarms(alarm: AlarmOn, logMetric: LogMetric, watched: Watched) {
   // Every store failure the ingest meets (unreachable, throttled, denied, DynamoDB's own
   // errors) is one log line with this event; each means a request refused with 503.
-  const name = 'DedupStoreErrors' satisfies MetricName;
-  const dedupFailures = new logs.MetricFilter(stack, `${name}Filter`, {
-    logGroup: watched.functions[METRICS[name].service].logGroup,
-    filterPattern: logs.FilterPattern.stringValue('$.event', '=', DEDUP_STORE_FAILED_EVENT),
-    metricNamespace: metricsNamespace(settings.name),
-    metricName: name,
-    metricValue: '1',
-    unit: UNITS[METRICS[name].unit].cloudwatch,
-  });
   alarm(
     'DedupStoreAlarm',
     'The ingest could not use its de-duplication table: requests whose id could not be claimed were refused with 503 (senders retry); see the ingest log group (event dedup_store_failed).',
-    above(dedupFailures.metric({ period: FIVE_MINUTES, statistic: 'Sum' })),
+    above(logMetric('DedupStoreErrors')),
   );
   alarm(
     'Ingest5xxAlarm',
@@ -216,40 +280,60 @@ function ingestAlarms(stack: Stack, alarm: AlarmOn, settings: RelaySettings, wat
   );
 }
 
+/**
+ * The dashboard, named per region as well as per environment: a dashboard's name is global to
+ * the account, and the same environment may run in two regions. Every line has its own label.
+ */
 function dashboard(
   stack: Stack,
   settings: RelaySettings,
-  relayMetric: RelayMetric,
+  { relayMetric, logMetric }: { relayMetric: RelayMetric; logMetric: LogMetric },
   { queues }: Watched,
 ): cloudwatch.Dashboard {
   const period = FIVE_MINUTES;
+  const as = (label: string, metric: cloudwatch.Metric) => metric.with({ label });
   return new cloudwatch.Dashboard(stack, 'Dashboard', {
-    dashboardName: `MauticRelay-${settings.name}`,
+    dashboardName: `MauticRelay-${settings.name}-${settings.region}`,
     widgets: [
       [
         graph('Events in', [
-          queues.events.metricNumberOfMessagesSent({ period, statistic: 'Sum' }),
+          as('queued', queues.events.metricNumberOfMessagesSent({ period, statistic: 'Sum' })),
         ]),
         graph('Delivered, rejected, retried', [
-          relayMetric('EventsDelivered', 'Sum'),
-          relayMetric('EventsRejected', 'Sum'),
-          relayMetric('EventsRetried', 'Sum'),
+          as('delivered', relayMetric('EventsDelivered', 'Sum')),
+          as('dead-lettered', relayMetric('EventsRejected', 'Sum')),
+          as('sent back for a later try', relayMetric('EventsRetried', 'Sum')),
         ]),
-        graph(titled('Batch fill', 'BatchFill'), [relayMetric('BatchFill', 'Average')]),
+        graph(titled('Batch fill', 'BatchFill'), [
+          as('average', relayMetric('BatchFill', 'Average')),
+        ]),
+        graph('Failures', [
+          as('Mautic calls failed', logMetric('MauticCallsFailed')),
+          as('dead letters not sent', logMetric('DeadLetterSendsFailed')),
+        ]),
       ],
       [
         graph(titled('Mautic latency', 'MauticLatency'), [
-          relayMetric('MauticLatency', 'p50'),
-          relayMetric('MauticLatency', 'p99'),
+          as('p50', relayMetric('MauticLatency', 'p50')),
+          as('p99', relayMetric('MauticLatency', 'p99')),
         ]),
         graph('Queue depth', [
-          queues.events.metricApproximateNumberOfMessagesVisible({ period }),
-          queues.deadLetter.metricApproximateNumberOfMessagesVisible({ period }),
+          as('events', queues.events.metricApproximateNumberOfMessagesVisible({ period })),
+          as(
+            'dead letters',
+            queues.deadLetter.metricApproximateNumberOfMessagesVisible({ period }),
+          ),
         ]),
-        graph('Oldest event (s)', [queues.events.metricApproximateAgeOfOldestMessage({ period })]),
+        graph('Oldest event (s)', [
+          as(
+            'waiting (SQS: not after 3 receives)',
+            queues.events.metricApproximateAgeOfOldestMessage({ period }),
+          ),
+          as('sent back, since its first receive', relayMetric('OldestRetriedEventAge', 'Maximum')),
+        ]),
         graph('Token seconds left', [
-          relayMetric('AccessTokenSecondsLeft', 'Minimum'),
-          relayMetric('RefreshTokenSecondsLeft', 'Minimum'),
+          as('access token', relayMetric('AccessTokenSecondsLeft', 'Minimum')),
+          as('refresh token', relayMetric('RefreshTokenSecondsLeft', 'Minimum')),
         ]),
       ],
     ],
@@ -262,5 +346,5 @@ function titled(title: string, metric: MetricName): string {
 }
 
 function graph(title: string, metrics: cloudwatch.IMetric[]): cloudwatch.GraphWidget {
-  return new cloudwatch.GraphWidget({ title, left: metrics, width: 8 });
+  return new cloudwatch.GraphWidget({ title, left: metrics, width: 6 });
 }

@@ -32,7 +32,9 @@ export class RelayStack extends Stack {
   readonly dedupTable: dynamodb.Table;
 
   constructor(scope: Construct, id: string, props: RelayStackProps) {
-    super(scope, id, props);
+    // Bound to the environment's account and region: a deploy with other credentials refuses.
+    const { account, region } = props.settings;
+    super(scope, id, { ...props, env: { account, region } });
     const { settings } = props;
     // What the stack's deletion, or a replacement, does to the data: queues, the table and the
     // secrets are kept unless the environment's settings let them go.
@@ -76,6 +78,8 @@ export class RelayStack extends Stack {
     new CfnOutput(this, 'WebhookSecretName', { value: names.webhook });
     // refresh --env invokes the refresher by this name.
     new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
+    // doctor --env counts back what the refresher and this function already reserve.
+    new CfnOutput(this, 'BatchFunctionName', { value: this.batch.function.functionName });
     new CfnOutput(this, 'DashboardName', { value: dashboardName });
     // sources and redrive --env read the sources document the ingest runs with from it.
     new CfnOutput(this, 'IngestFunctionName', { value: this.ingest.function.functionName });

@@ -31,6 +31,13 @@ export interface RelayQueues {
  * send names its deduplication id. Since a standard queue cannot become FIFO in place, the first
  * deploy of these replaces both queues (docs/operations.md, Upgrade).
  */
+/**
+ * SQS's largest message, stated rather than left to the default (256 KiB before August 2025):
+ * the ingest queues events of up to 1 MiB less room for attributes (`MAX_MESSAGE_BYTES` in
+ * functions/core/ingest-steps.ts), and the batch function's dead letters carry them whole.
+ */
+export const MAX_MESSAGE_SIZE_BYTES = 1_048_576;
+
 const FIFO = {
   fifo: true,
   contentBasedDeduplication: false,
@@ -53,6 +60,7 @@ export function relayQueues(
     ...FIFO,
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
+    maxMessageSizeBytes: MAX_MESSAGE_SIZE_BYTES,
     retentionPeriod: Duration.days(14),
     removalPolicy,
   });
@@ -60,6 +68,7 @@ export function relayQueues(
     ...FIFO,
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
+    maxMessageSizeBytes: MAX_MESSAGE_SIZE_BYTES,
     retentionPeriod: Duration.seconds(queueRetentionSeconds(retry.horizonSeconds)),
     // AWS: at least 6 times the function timeout, so retries inside it never overlap a redelivery.
     visibilityTimeout: Duration.seconds(6 * settings.batchTimeoutSeconds),
@@ -82,9 +91,12 @@ export interface RelaySecrets {
 
 /**
  * The client and token secrets start as `{}`: `credentials` and the refresher (or `authorize`)
- * write their values, and a redeploy leaves those alone. The webhook secret starts with a
- * generated key. Each source's secret starts as `{}` too, which holds no secret: the ingest
- * refuses that source's requests until `sources set-secret` writes one.
+ * write their values. The webhook secret starts with a generated key. Each source's secret starts
+ * as `{}` too, which holds no secret: the ingest refuses that source's requests until `sources
+ * set-secret` writes one. A redeploy leaves the values alone only while each secret's id, name,
+ * `SecretString` and `generateSecretString` stay exactly as they are: CloudFormation writes a new
+ * value (a newly generated key, or `{}`) when either block changes, and makes a new, empty secret
+ * when the id or name does. test/infra/secrets.test.ts pins them: never change them.
  */
 export function relaySecrets(
   stack: Stack,

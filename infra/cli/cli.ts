@@ -447,6 +447,44 @@ environment (AWS_REGION or AWS_PROFILE, and credentials); with --local, the runn
       return EXIT.ok;
     },
   },
+  doctor: {
+    usage: 'doctor --env NAME [--json]',
+    summary: 'check that an environment can be deployed: account, quota, secrets, Mautic',
+    details: `Checks what a deploy of environment NAME needs, before anything is created, in the
+account and region cdk.json binds it to (run it in the project's directory): that cdk.json
+names a real account; that the account's Lambda concurrency quota holds what the environment
+reserves (reservedConcurrency: 1 + maxConcurrency) and still leaves Lambda's 100 unreserved;
+that the secrets' fixed names are free before the first deploy (a teardown keeps them) and
+present after it; that Mautic's API answers from this machine. Each failed check says what to
+do. Exits 1 when one failed. The caller needs lambda:GetAccountSettings,
+lambda:GetFunctionConcurrency, secretsmanager:DescribeSecret and
+cloudformation:DescribeStacks.
+  --env NAME   an environment of cdk.json
+  --json       print one JSON document on stdout`,
+    options: { env: { type: 'string' }, json: { type: 'boolean', default: false } },
+    positionals: 0,
+    run: async (values, _, io) => {
+      const env = checkEnvironment(values.env);
+      // Loaded here only: it reads cdk.json as the CDK app does, with the CDK library.
+      const doctor = await import('./doctor.ts');
+      const settings = doctor.doctorSettings(env, process.cwd());
+      const clients = {
+        lambda: new LambdaClient({ region: settings.region }),
+        secrets: new SecretsManagerClient({ region: settings.region }),
+        cloudFormation: new CloudFormationClient({ region: settings.region }),
+      };
+      try {
+        const checks = await awsCall(env, io, () =>
+          doctor.runDoctor(settings, { ...clients, fetch }),
+        );
+        if (values.json) io.stdout(JSON.stringify({ environment: env, checks }));
+        else for (const line of doctor.doctorLines(checks, settings)) io.stdout(line);
+        return checks.every((check) => check.ok) ? EXIT.ok : EXIT.failed;
+      } finally {
+        for (const client of Object.values(clients)) client.destroy();
+      }
+    },
+  },
   send: {
     usage:
       'send (--url URL | --local) [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]',

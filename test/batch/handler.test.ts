@@ -448,9 +448,7 @@ describe('batch handler over fauxqs and the Mautic simulator', () => {
       /^Mautic may have created this record; its answer cannot tell \(MauticResponseError: POST \/api\/segments\/batch\/new answered 200 with a body that is not JSON\)$/,
     );
     expect(relay.sim.records('segments').filter((r) => r.name === 'Buyers')).toHaveLength(1);
-    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/segments/batch/new')).toHaveLength(
-      1,
-    );
+    expect(apiCalls(relay.sim).filter((r) => r.path === '/api/segments/batch/new')).toHaveLength(1);
     expect(contactEmails(relay.sim)).toEqual(new Set(['once@example.com']));
     await expectAccountedFor(relay, dead, (e) =>
       e.entity === 'contacts' ? contactEmails(relay.sim).has('once@example.com') : false,

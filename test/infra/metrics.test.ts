@@ -184,6 +184,27 @@ describe('the metric catalog and the stack', () => {
     for (const spec of Object.values(METRICS)) expect(services).toContain(spec.service);
   });
 
+  it('counts with each metric filter a log event that its function’s code writes', () => {
+    const { template } = synthesized('dev');
+    const code = readdirSync('functions', { recursive: true, encoding: 'utf8' })
+      .filter((name) => name.endsWith('.ts'))
+      .map((name) => readFileSync(join('functions', name), 'utf8'))
+      .join('\n');
+    const patterns = Object.values(
+      template.findResources('AWS::Logs::MetricFilter') as Resources,
+    ).map(({ Properties }) => String(Properties.FilterPattern));
+
+    expect(patterns.length).toBe(
+      Object.values(METRICS).filter((spec) => spec.madeBy === 'logFilter').length,
+    );
+    for (const pattern of patterns) {
+      const event = /^\{ \$\.event = "([a-z_]+)" \}$/.exec(pattern)?.[1];
+      expect(event, pattern).toBeDefined();
+      // Written as a literal where it is logged, or as a constant's value.
+      expect(code).toMatch(new RegExp(`(event: |= )'${event}'`));
+    }
+  });
+
   it('finds an alarm or a widget that watches a metric nothing emits, or with the wrong dimensions', () => {
     const { template, namespace } = synthesized('dev', (stack) => {
       const ours = (metricName: string, dimensionsMap: Record<string, string>) =>

@@ -56,22 +56,32 @@ function statementsOf(
     if (value['Fn::GetAtt']) return value['Fn::GetAtt'][0];
     return JSON.stringify(resource);
   };
-  return policies
-    .flatMap(
-      (policy) =>
-        policy.Properties.PolicyDocument.Statement as Array<{
-          Action: string | string[];
-          Resource: unknown;
-        }>,
-    )
-    .map((statement) => ({
-      actions: [statement.Action].flat().sort(),
-      resources: [statement.Resource]
-        .flat()
-        .map(name)
-        .map((id) => id.replace(/[0-9A-F]{8}$/, '')),
-    }))
-    .sort((a, b) => a.actions.join().localeCompare(b.actions.join()));
+  return (
+    policies
+      .flatMap(
+        (policy) =>
+          policy.Properties.PolicyDocument.Statement as Array<{
+            Action: string | string[];
+            Resource: unknown;
+          }>,
+      )
+      // One per resource: with the recommended feature flags (cdk.json) CDK merges statements of
+      // the same actions into one, which grants the same.
+      .flatMap((statement) =>
+        [statement.Resource]
+          .flat()
+          .map(name)
+          .map((id) => ({
+            actions: [statement.Action].flat().sort(),
+            resources: [id.replace(/[0-9A-F]{8}$/, '')],
+          })),
+      )
+      .sort(
+        (a, b) =>
+          a.actions.join().localeCompare(b.actions.join()) ||
+          a.resources.join().localeCompare(b.resources.join()),
+      )
+  );
 }
 
 describe('the relay stack', () => {
@@ -185,9 +195,12 @@ describe('the relay stack', () => {
     }
   });
 
-  it('gives the batch function the retry settings and reserves at least the event source’s maximum concurrency', () => {
+  it('gives the batch function the retry settings and, with reservedConcurrency, reserves at least the event source’s maximum concurrency', () => {
     for (const maxConcurrency of [2, 7]) {
-      const { template: t, settings: s } = synth('dev', { maxConcurrency });
+      const { template: t, settings: s } = synth('dev', {
+        maxConcurrency,
+        reservedConcurrency: true,
+      });
       const batch = Object.values(t.findResources('AWS::Lambda::Function')).find(
         (fn) => fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME === 'batch',
       );
@@ -237,13 +250,28 @@ describe('the relay stack', () => {
     );
   });
 
-  it('runs the refresher with reserved concurrency 1 on its schedule', () => {
-    template.hasResourceProperties('AWS::Lambda::Function', {
-      ReservedConcurrentExecutions: 1,
-      Environment: { Variables: Match.objectLike({ POWERTOOLS_SERVICE_NAME: 'refresh' }) },
-    });
+  it('runs the refresher on its schedule, with reserved concurrency 1 where the environment reserves', () => {
     template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: settings.refreshSchedule,
+    });
+    const reserved = (t: Template) =>
+      Object.fromEntries(
+        Object.values(t.findResources('AWS::Lambda::Function'))
+          .filter((fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME)
+          .map((fn) => [
+            fn.Properties.Environment.Variables.POWERTOOLS_SERVICE_NAME,
+            fn.Properties.ReservedConcurrentExecutions,
+          ]),
+      );
+
+    // Off by default for dev: a new account's quota (often 10 or 50) could not hold it.
+    expect(environments.dev?.reservedConcurrency).toBe(false);
+    expect(reserved(template)).toEqual({ batch: undefined, ingest: undefined, refresh: undefined });
+    expect(environments.prod?.reservedConcurrency).toBe(true);
+    expect(reserved(synth('prod').template)).toEqual({
+      batch: environments.prod?.maxConcurrency,
+      ingest: undefined,
+      refresh: 1,
     });
   });
 
@@ -478,9 +506,13 @@ describe('the relay stack', () => {
         '5xx',
         'AccessTokenSecondsLeft',
         'ApproximateAgeOfOldestMessage',
+        'DeadLetterSendsFailed',
         'DedupStoreErrors',
         'ApproximateNumberOfMessagesVisible',
         'Errors',
+        'EventsRetried',
+        'MauticCallsFailed',
+        'OldestRetriedEventAge',
         'RefreshTokenSecondsLeft',
         'Throttles',
         'expr_1+failed+errors',
@@ -538,6 +570,7 @@ describe('the relay stack', () => {
     });
     expect(Object.keys(prod.findOutputs('*')).sort()).toEqual(
       [
+        'BatchFunctionName',
         'ClientSecretName',
         'DashboardName',
         'DeadLetterQueueUrl',

@@ -1,0 +1,400 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  CloudFormationClient,
+  CloudFormationServiceException,
+  DescribeStacksCommand,
+} from '@aws-sdk/client-cloudformation';
+import {
+  GetAccountSettingsCommand,
+  GetFunctionConcurrencyCommand,
+  LambdaClient,
+} from '@aws-sdk/client-lambda';
+import {
+  DescribeSecretCommand,
+  ResourceNotFoundException,
+  SecretsManagerClient,
+} from '@aws-sdk/client-secrets-manager';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { environmentSettings, type RelaySettings } from '../../infra/aws/environments.ts';
+import { type CliIo, runCli } from '../../infra/cli/cli.ts';
+import { type DoctorDeps, runDoctor } from '../../infra/cli/doctor.ts';
+import { EXIT } from '../../infra/cli/errors.ts';
+import { environments } from '../infra/synth.ts';
+
+const cloudFormation = mockClient(CloudFormationClient);
+const lambda = mockClient(LambdaClient);
+const secrets = mockClient(SecretsManagerClient);
+
+/** Mautic on 127.0.0.1: answers the API call as `answer` says. */
+let answer: (response: import('node:http').ServerResponse) => void = () => {};
+let mautic: Server;
+let mauticUrl = '';
+/** A port nothing listens on. */
+let closedPort = 0;
+
+beforeAll(async () => {
+  mautic = createServer((request, response) => {
+    if (!request.url?.startsWith('/api/contacts')) response.writeHead(404).end();
+    else answer(response);
+  });
+  await new Promise<void>((resolve) => mautic.listen(0, '127.0.0.1', resolve));
+  mauticUrl = `http://127.0.0.1:${(mautic.address() as AddressInfo).port}`;
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  closedPort = (probe.address() as AddressInfo).port;
+  await new Promise((resolve) => probe.close(resolve));
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => mautic.close(resolve));
+});
+
+afterEach(() => {
+  cloudFormation.reset();
+  lambda.reset();
+  secrets.reset();
+  vi.restoreAllMocks();
+});
+
+const unauthorized = (response: import('node:http').ServerResponse) =>
+  response
+    .writeHead(401, { 'content-type': 'application/json' })
+    .end('{"errors":[{"message":"API authorization denied.","code":401,"type":"access_denied"}]}');
+
+/** prod's settings, bound to a real account, with Mautic at `baseUrl`. */
+function settings(overrides: Record<string, unknown> = {}, baseUrl = mauticUrl): RelaySettings {
+  const checked = environmentSettings('prod', {
+    prod: {
+      ...environments.prod,
+      account: '111122223333',
+      region: 'eu-west-1',
+      mauticBaseUrl: 'https://mautic.acme.test',
+      alarmEmail: '',
+      ...overrides,
+    },
+  });
+  // The local Mautic speaks http; cdk.json takes only https.
+  return { ...checked, mauticBaseUrl: baseUrl };
+}
+
+const deps = (): DoctorDeps => ({
+  lambda: new LambdaClient({ region: 'eu-west-1' }),
+  secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
+  cloudFormation: new CloudFormationClient({ region: 'eu-west-1' }),
+  fetch,
+});
+
+const noStack = () =>
+  cloudFormation.on(DescribeStacksCommand).rejects(
+    new CloudFormationServiceException({
+      name: 'ValidationError',
+      message: 'Stack with id MauticRelay-prod does not exist',
+      $fault: 'client',
+      $metadata: {},
+    }),
+  );
+const deployedStack = () =>
+  cloudFormation.on(DescribeStacksCommand).resolves({
+    Stacks: [
+      {
+        StackName: 'MauticRelay-prod',
+        CreationTime: new Date(),
+        StackStatus: 'UPDATE_COMPLETE',
+        Outputs: [
+          { OutputKey: 'RefreshFunctionName', OutputValue: 'MauticRelay-prod-Refresh' },
+          { OutputKey: 'BatchFunctionName', OutputValue: 'MauticRelay-prod-Batch' },
+        ],
+      },
+    ],
+  });
+const quota = (limit: number, unreserved = limit) =>
+  lambda.on(GetAccountSettingsCommand).resolves({
+    AccountLimit: { ConcurrentExecutions: limit, UnreservedConcurrentExecutions: unreserved },
+  });
+const noSecrets = () =>
+  secrets
+    .on(DescribeSecretCommand)
+    .rejects(new ResourceNotFoundException({ message: 'not found', $metadata: {} }));
+
+const byCheck = (checks: Awaited<ReturnType<typeof runDoctor>>) =>
+  Object.fromEntries(checks.map((check) => [check.check, check]));
+
+describe('doctor: the concurrency quota', () => {
+  it('fails a first deploy that would reserve past what a new account allows, saying what to do', async () => {
+    noStack();
+    quota(50);
+    noSecrets();
+    answer = unauthorized;
+
+    const checks = byCheck(await runDoctor(settings({ reservedConcurrency: true }), deps()));
+
+    expect(checks.concurrency).toEqual({
+      check: 'concurrency',
+      ok: false,
+      detail: expect.stringContaining(
+        'would leave 47 unreserved of the account\'s 50; Lambda keeps 100, so the deploy would fail and roll back. Set "reservedConcurrency": false for prod in cdk.json, or ask AWS for a higher quota (Service Quotas, AWS Lambda, "Concurrent executions": at least 103)',
+      ),
+    });
+    expect(checks.binding?.ok).toBe(true);
+    expect(checks.secrets?.ok).toBe(true);
+  });
+
+  it('passes the same account without reservations, and an account with room for them', async () => {
+    noStack();
+    noSecrets();
+    answer = unauthorized;
+    quota(50);
+    const unreserved = byCheck(await runDoctor(settings({ reservedConcurrency: false }), deps()));
+    lambda.reset();
+    quota(1000);
+    const roomy = byCheck(await runDoctor(settings({ reservedConcurrency: true }), deps()));
+
+    expect(unreserved.concurrency).toMatchObject({ ok: true, detail: /reserves none/ });
+    expect(roomy.concurrency).toMatchObject({
+      ok: true,
+      detail: "reserves 3 of the account's 1000, leaving 997 unreserved (Lambda keeps 100).",
+    });
+  });
+
+  it('counts back what a deployed stack already reserves', async () => {
+    deployedStack();
+    // 103 in all, 3 reserved by this stack's functions: exactly enough.
+    quota(103, 100);
+    lambda
+      .on(GetFunctionConcurrencyCommand, { FunctionName: 'MauticRelay-prod-Refresh' })
+      .resolves({ ReservedConcurrentExecutions: 1 })
+      .on(GetFunctionConcurrencyCommand, { FunctionName: 'MauticRelay-prod-Batch' })
+      .resolves({ ReservedConcurrentExecutions: 2 });
+    secrets.on(DescribeSecretCommand).resolves({ Name: 'x' });
+    answer = unauthorized;
+
+    const checks = byCheck(await runDoctor(settings({ reservedConcurrency: true }), deps()));
+
+    expect(checks.concurrency).toMatchObject({ ok: true, detail: /leaving 100 unreserved/ });
+    expect(checks.secrets).toMatchObject({ ok: true, detail: "the stack's 3 secrets are there." });
+  });
+
+  it('fails an account whose whole quota is below maxConcurrency and the refresher', async () => {
+    noStack();
+    quota(2);
+    noSecrets();
+    answer = unauthorized;
+
+    const checks = byCheck(await runDoctor(settings({ reservedConcurrency: false }), deps()));
+
+    expect(checks.concurrency).toMatchObject({ ok: false, detail: /quota of 2 .*below/ });
+  });
+});
+
+describe('doctor: the secrets', () => {
+  it('fails a first deploy whose fixed secret names are taken, or scheduled for deletion', async () => {
+    noStack();
+    quota(1000);
+    answer = unauthorized;
+    noSecrets();
+    secrets
+      .on(DescribeSecretCommand, { SecretId: 'MauticRelay/prod/webhook' })
+      .resolves({ Name: 'MauticRelay/prod/webhook' })
+      .on(DescribeSecretCommand, { SecretId: 'MauticRelay/prod/client' })
+      .resolves({ Name: 'MauticRelay/prod/client', DeletedDate: new Date() });
+
+    const { detail, ok } = byCheck(await runDoctor(settings(), deps())).secrets ?? {};
+
+    expect(ok).toBe(false);
+    expect(detail).toContain(
+      'MauticRelay/prod/client is scheduled for deletion, which keeps its name taken: restore it, or delete it for good (aws secretsmanager delete-secret --force-delete-without-recovery --secret-id MauticRelay/prod/client)',
+    );
+    expect(detail).toContain(
+      'MauticRelay/prod/webhook exists, kept from an earlier stack: the first deploy would fail "already exists"',
+    );
+    expect(detail).not.toContain('MauticRelay/prod/token');
+  });
+
+  it('checks the sources’ secrets too, and fails a deployed stack whose secret is gone', async () => {
+    deployedStack();
+    quota(1000);
+    lambda.on(GetFunctionConcurrencyCommand).resolves({});
+    answer = unauthorized;
+    secrets.on(DescribeSecretCommand).resolves({ Name: 'x' });
+    secrets
+      .on(DescribeSecretCommand, { SecretId: 'MauticRelay/prod/sources/shop' })
+      .rejects(new ResourceNotFoundException({ message: 'not found', $metadata: {} }));
+    const withSource = settings({
+      sources: {
+        shop: {
+          verify: { scheme: 'shopify' },
+          map: "{ 'entity': 'contacts', 'action': 'create', 'data': { 'email': email } }",
+        },
+      },
+    });
+
+    const checks = byCheck(await runDoctor(withSource, deps()));
+
+    expect(checks.secrets).toMatchObject({
+      ok: false,
+      detail: /^MauticRelay\/prod\/sources\/shop is missing though the stack exists/,
+    });
+    expect(secrets.commandCalls(DescribeSecretCommand)).toHaveLength(4);
+  });
+});
+
+describe('doctor: Mautic from the caller', () => {
+  it('passes a Mautic whose API answers, fails one whose API is disabled or that cannot be reached', async () => {
+    noStack();
+    quota(1000);
+    noSecrets();
+
+    answer = unauthorized;
+    const up = byCheck(await runDoctor(settings(), deps())).mautic;
+    answer = (response) =>
+      response
+        .writeHead(403, { 'content-type': 'application/json' })
+        .end(
+          '{"errors":[{"message":"API disabled. You need to enable the API in the API settings of Mautic\'s Configuration.","code":403,"type":"api_disabled"}]}',
+        );
+    const disabled = byCheck(await runDoctor(settings(), deps())).mautic;
+    const down = byCheck(
+      await runDoctor(settings({}, `http://127.0.0.1:${closedPort}`), deps()),
+    ).mautic;
+
+    expect(up).toEqual({
+      check: 'mautic',
+      ok: true,
+      detail: `${new URL(mauticUrl).host} answers (HTTP 401 to an API call without a token).`,
+    });
+    expect(disabled).toMatchObject({ ok: false, detail: /its API is disabled: enable it/ });
+    expect(down).toEqual({
+      check: 'mautic',
+      ok: false,
+      detail: `127.0.0.1:${closedPort} cannot be reached from here (ECONNREFUSED): check mauticBaseUrl in cdk.json, the name, the firewall and the certificate.`,
+    });
+  });
+});
+
+describe('doctor --env on the command line', () => {
+  let dir = '';
+  const run = async (argv: string[]) => {
+    const out: string[] = [];
+    let err = '';
+    const io: CliIo = {
+      stdout: (line) => out.push(line),
+      stderr: (text) => {
+        err += text;
+      },
+      env: {},
+      progressBar: false,
+      now: () => 0,
+      sleep: async () => {},
+      interrupted: () => false,
+      readStdin: async () => new Uint8Array(),
+      readSecret: async () => '',
+    };
+    const code = await runCli(argv, io);
+    return { code, out: out.join('\n'), err };
+  };
+
+  afterEach(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    dir = '';
+  });
+
+  /** A project directory whose cdk.json has environment `acme`. */
+  function project(acme: Record<string, unknown>) {
+    dir = mkdtempSync(join(tmpdir(), 'relay-doctor-'));
+    writeFileSync(
+      join(dir, 'cdk.json'),
+      JSON.stringify({ context: { environments: { acme: { ...environments.prod, ...acme } } } }),
+    );
+    vi.spyOn(process, 'cwd').mockReturnValue(dir);
+  }
+
+  it('prints each check and exits 1 when one fails', async () => {
+    project({
+      account: '111122223333',
+      region: 'eu-west-1',
+      alarmEmail: '',
+      reservedConcurrency: true,
+      // Nothing listens there: no call leaves this machine.
+      mauticBaseUrl: `https://127.0.0.1:${closedPort}`,
+    });
+    noStack();
+    quota(10);
+    noSecrets();
+
+    const { code, out } = await run(['doctor', '--env', 'acme']);
+
+    expect(code).toBe(EXIT.failed);
+    expect(out.split('\n')).toEqual([
+      'Environment acme: account 111122223333, region eu-west-1',
+      '  ok    binding: cdk deploy goes to 111122223333 in eu-west-1 and refuses credentials of another account; these checks ran in eu-west-1.',
+      expect.stringMatching(
+        /^ {2}FAIL {2}concurrency: reservedConcurrency reserves 3 .* of the account's 10;/,
+      ),
+      '  ok    secrets: none of the 3 secrets the stack creates exists yet.',
+      expect.stringMatching(
+        /^ {2}FAIL {2}mautic: 127\.0\.0\.1:\d+ cannot be reached from here \(ECONNREFUSED\)/,
+      ),
+      '2 checks failed: fix them before "npx cdk deploy -c env=acme".',
+    ]);
+    // The checks ran in the region cdk.json names, whatever AWS_REGION says.
+    expect(await lambda.call(0).thisValue.config.region()).toBe('eu-west-1');
+  });
+
+  it('prints one JSON document with --json', async () => {
+    project({
+      account: '111122223333',
+      region: 'eu-west-1',
+      alarmEmail: '',
+      reservedConcurrency: false,
+      mauticBaseUrl: `https://127.0.0.1:${closedPort}`,
+    });
+    noStack();
+    quota(1000);
+    noSecrets();
+
+    const { code, out } = await run(['doctor', '--env', 'acme', '--json']);
+
+    expect(code).toBe(EXIT.failed);
+    expect(JSON.parse(out)).toEqual({
+      environment: 'acme',
+      checks: [
+        expect.objectContaining({ check: 'binding', ok: true }),
+        expect.objectContaining({ check: 'concurrency', ok: true }),
+        expect.objectContaining({ check: 'secrets', ok: true }),
+        expect.objectContaining({ check: 'mautic', ok: false }),
+      ],
+    });
+  });
+
+  it('says an environment cdk.json lacks, or bound to the placeholder account, before any AWS call', async () => {
+    project({});
+
+    const unknown = await run(['doctor', '--env', 'staging']);
+    const missing = await run(['doctor']);
+
+    expect(unknown).toMatchObject({ code: EXIT.usage });
+    expect(unknown.err).toContain('Unknown environment "staging"; known environments: acme');
+    expect(missing).toMatchObject({ code: EXIT.usage });
+    expect(missing.err).toContain('--env NAME is required');
+    expect(lambda.calls()).toHaveLength(0);
+  });
+
+  it('fails the binding check of an environment still bound to the placeholder account', async () => {
+    project({ mauticBaseUrl: `https://127.0.0.1:${closedPort}` });
+    noStack();
+    quota(1000);
+    noSecrets();
+
+    const { code, out } = await run(['doctor', '--env', 'acme']);
+
+    expect(code).toBe(EXIT.failed);
+    expect(out).toContain(
+      '  FAIL  binding: cdk.json binds acme to the placeholder account 123456789012: set "account" (and "region") to yours',
+    );
+  });
+});

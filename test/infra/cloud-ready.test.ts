@@ -1,0 +1,244 @@
+import { readFileSync } from 'node:fs';
+import { Template } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest-steps.ts';
+import { environmentSettings, PLACEHOLDER_ACCOUNT } from '../../infra/aws/environments.ts';
+import { MAX_MESSAGE_SIZE_BYTES } from '../../infra/aws/storage.ts';
+import { cdkContext, environments, relayStack } from './synth.ts';
+
+/** Issue 26: what the stack must do to work in the cloud as AWS documents it. */
+
+function template(name = 'dev', overrides: Record<string, unknown> = {}) {
+  return Template.fromStack(relayStack(name, overrides).stack);
+}
+
+/** The recommended feature flags left off in cdk.json, each with why (none so far). */
+const FLAGS_LEFT_OFF: Readonly<Record<string, string>> = {};
+
+describe('the stack in a real account', () => {
+  it('names the API access log group under /aws/vendedlogs/, unique per stack, kept only with the data', () => {
+    for (const [name, policy] of [
+      ['dev', 'Delete'],
+      ['prod', 'Retain'],
+    ] as const) {
+      const groups = Object.entries(template(name).findResources('AWS::Logs::LogGroup')).filter(
+        ([id]) => id.startsWith('ApiAccessLogs'),
+      );
+
+      expect(groups).toHaveLength(1);
+      const [, group] = groups[0] as [string, { Properties: Record<string, unknown> }];
+      expect(group.Properties.LogGroupName).toEqual({
+        'Fn::Join': [
+          '/',
+          [
+            `/aws/vendedlogs/MauticRelay-${name}/api-access`,
+            { 'Fn::Select': [2, { 'Fn::Split': ['/', { Ref: 'AWS::StackId' }] }] },
+          ],
+        ],
+      });
+      expect(group).toMatchObject({ DeletionPolicy: policy, UpdateReplacePolicy: policy });
+    }
+  });
+
+  it('names the dashboard after the environment and its region, so two regions never collide', () => {
+    const names = ['us-east-1', 'eu-west-1'].map((region) =>
+      Object.values(template('prod', { region }).findResources('AWS::CloudWatch::Dashboard')).map(
+        (dashboard) => dashboard.Properties.DashboardName,
+      ),
+    );
+
+    expect(names).toEqual([['MauticRelay-prod-us-east-1'], ['MauticRelay-prod-eu-west-1']]);
+  });
+
+  it('labels every line of every dashboard widget, no two alike in one widget', () => {
+    const [dashboard] = Object.values(template().findResources('AWS::CloudWatch::Dashboard'));
+    const join = dashboard?.Properties.DashboardBody['Fn::Join'] as [string, unknown[]];
+    const body = JSON.parse(
+      join[1].map((part) => (typeof part === 'string' ? part : 'REFERENCE')).join(join[0]),
+    ) as { widgets: Array<{ properties: { title: string; metrics: unknown[][] } }> };
+
+    expect(body.widgets.length).toBeGreaterThan(6);
+    for (const { properties } of body.widgets) {
+      const labels = properties.metrics.map(
+        (row) => (row.at(-1) as { label?: string } | undefined)?.label,
+      );
+      expect(
+        labels.every((label) => typeof label === 'string'),
+        properties.title,
+      ).toBe(true);
+      expect(new Set(labels).size, properties.title).toBe(labels.length);
+    }
+  });
+
+  it('states the queues’ maximum message size: the 1 MiB the ingest and the dead letters rely on', () => {
+    const queues = Object.values(template().findResources('AWS::SQS::Queue'));
+
+    expect(queues).toHaveLength(2);
+    for (const queue of queues) expect(queue.Properties.MaximumMessageSize).toBe(1_048_576);
+    expect(MAX_MESSAGE_SIZE_BYTES).toBeGreaterThan(MAX_MESSAGE_BYTES);
+  });
+
+  it('sets every feature flag CDK recommends to its recommended value, or says why not', () => {
+    const recommended = JSON.parse(
+      readFileSync('node_modules/aws-cdk-lib/recommended-feature-flags.json', 'utf8'),
+    ) as Record<string, unknown>;
+    const differing = Object.entries(recommended)
+      .filter(([flag, value]) => JSON.stringify(cdkContext[flag]) !== JSON.stringify(value))
+      .map(([flag]) => flag);
+
+    expect(Object.keys(recommended).length).toBeGreaterThan(50);
+    expect(differing.sort()).toEqual(Object.keys(FLAGS_LEFT_OFF).sort());
+  });
+
+  it('binds every environment’s stack to the account and region cdk.json names', () => {
+    for (const name of Object.keys(environments)) {
+      const { stack, settings, app } = relayStack(name, {
+        account: '111122223333',
+        region: 'eu-central-1',
+        mauticBaseUrl: 'https://mautic.acme.test',
+        alarmEmail: '',
+      });
+
+      expect([stack.account, stack.region]).toEqual([settings.account, settings.region]);
+      // What `cdk deploy` compares with the credentials' account, refusing others.
+      expect(app.synth().getStackByName(stack.stackName).environment).toMatchObject({
+        account: '111122223333',
+        region: 'eu-central-1',
+      });
+    }
+    expect(() =>
+      environmentSettings('dev', { dev: { ...environments.dev, account: '1234' } }),
+    ).toThrow(/account must be a 12-digit AWS account id/);
+    expect(() =>
+      environmentSettings('dev', { dev: { ...environments.dev, region: 'Europe' } }),
+    ).toThrow(/region must be an AWS region such as eu-west-1/);
+  });
+
+  it('refuses to synthesize an environment bound to a real account that keeps a shipped placeholder', () => {
+    const bound = (overrides: Record<string, unknown>) => () =>
+      environmentSettings('prod', {
+        prod: { ...environments.prod, account: '111122223333', ...overrides },
+      });
+
+    expect(environments.prod).toMatchObject({
+      account: PLACEHOLDER_ACCOUNT,
+      mauticBaseUrl: 'https://mautic.example.com',
+      alarmEmail: 'ops@example.com',
+    });
+    expect(bound({})).toThrow(
+      'Invalid settings for environment "prod" in cdk.json: it is bound to account 111122223333 but still holds the example placeholder of mauticBaseUrl (https://mautic.example.com: your Mautic\'s https URL) and alarmEmail (ops@example.com: where alarms go, or "" for none)',
+    );
+    expect(bound({ mauticBaseUrl: 'https://mautic.acme.test' })).toThrow(
+      /placeholder of alarmEmail \(ops@example\.com/,
+    );
+    expect(bound({ alarmEmail: 'ops@acme.test' })).toThrow(
+      /placeholder of mauticBaseUrl \(https:\/\/mautic\.example\.com/,
+    );
+    expect(
+      bound({ mauticBaseUrl: 'https://mautic.acme.test', alarmEmail: 'ops@acme.test' }),
+    ).not.toThrow();
+    // The shipped environments, bound to no real account, synthesize for `npm run synth`; no
+    // credentials match that account, so they cannot be deployed as they are.
+    for (const name of Object.keys(environments))
+      expect(() => environmentSettings(name, environments)).not.toThrow();
+  });
+});
+
+describe('alarms that see a stuck queue', () => {
+  const alarms = (t: Template) =>
+    Object.fromEntries(
+      Object.entries(t.findResources('AWS::CloudWatch::Alarm')).map(([id, alarm]) => [
+        id.replace(/[0-9A-F]{8}$/, ''),
+        alarm.Properties,
+      ]),
+    );
+
+  it('alarms on the age of the oldest event sent back, from its first receive, at oldestEventAlarmSeconds', () => {
+    for (const name of Object.keys(environments)) {
+      expect(alarms(template(name)).RetriedEventAgeAlarm).toMatchObject({
+        Namespace: `MauticBatchRelay/${name}`,
+        MetricName: 'OldestRetriedEventAge',
+        Dimensions: [{ Name: 'service', Value: 'batch' }],
+        Statistic: 'Maximum',
+        Period: 300,
+        Threshold: environments[name]?.oldestEventAlarmSeconds,
+        ComparisonOperator: 'GreaterThanThreshold',
+        EvaluationPeriods: 1,
+        TreatMissingData: 'notBreaching',
+      });
+    }
+  });
+
+  it('alarms on events retried for 45 minutes, and on failed Mautic calls for half an hour', () => {
+    const all = alarms(template());
+
+    expect(all.EventsRetriedAlarm).toMatchObject({
+      MetricName: 'EventsRetried',
+      Statistic: 'Sum',
+      Period: 900,
+      Threshold: 0,
+      EvaluationPeriods: 3,
+      TreatMissingData: 'notBreaching',
+    });
+    expect(all.MauticCallsFailedAlarm).toMatchObject({
+      MetricName: 'MauticCallsFailed',
+      Statistic: 'Sum',
+      Period: 900,
+      Threshold: 0,
+      EvaluationPeriods: 2,
+    });
+    expect(all.DeadLetterSendFailedAlarm).toMatchObject({
+      MetricName: 'DeadLetterSendsFailed',
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: 0,
+      EvaluationPeriods: 1,
+    });
+  });
+
+  it('counts failed Mautic calls and unsent dead letters from the batch log, by their event', () => {
+    const filters = Object.values(template().findResources('AWS::Logs::MetricFilter')).map(
+      (filter) => filter.Properties,
+    );
+    const made = (metric: string) =>
+      filters.find((filter) => filter.MetricTransformations[0].MetricName === metric);
+
+    expect(made('MauticCallsFailed')).toMatchObject({
+      LogGroupName: { Ref: expect.stringMatching(/^BatchLogs/) },
+      FilterPattern: '{ $.event = "mautic_call_failed" }',
+      MetricTransformations: [{ MetricValue: '1', Unit: 'Count' }],
+    });
+    // A line per batch of letters not sent, with how many: the metric counts events.
+    expect(made('DeadLetterSendsFailed')).toMatchObject({
+      LogGroupName: { Ref: expect.stringMatching(/^BatchLogs/) },
+      FilterPattern: '{ $.event = "dead_letter_failed" }',
+      MetricTransformations: [{ MetricValue: '$.count', Unit: 'Count' }],
+    });
+  });
+
+  it('has a runbook entry in docs/operations.md for every alarm', () => {
+    const runbook = readFileSync('docs/operations.md', 'utf8');
+    const headings = new Set([...runbook.matchAll(/^### (\w+Alarm)$/gm)].map((m) => m[1]));
+
+    for (const name of Object.keys(alarms(template('prod'))))
+      expect(headings.has(name), `### ${name} in docs/operations.md`).toBe(true);
+  });
+});
+
+describe('token secret writes within AWS’s guidance', () => {
+  const lifetime = (minutes: number) => () =>
+    environmentSettings('dev', {
+      dev: { ...environments.dev, mauticAccessTokenLifetimeMinutes: minutes },
+    });
+
+  it('refuses an access token lifetime that would write the token secret more often than every 10 minutes', () => {
+    expect(lifetime(20)).toThrow(
+      'Invalid settings for environment "dev" in cdk.json: mauticAccessTokenLifetimeMinutes 20: the refresher renews an access token once it has less than 15 minutes (or half its lifetime) left, so it would write the token secret every 5 to 15 minutes, and AWS asks for at most one write per secret every 10 minutes. Set Mautic\'s access token lifetime (Configuration, API Settings) to 25 minutes or more, and this setting with it',
+    );
+    expect(lifetime(10)).toThrow(/would write the token secret at every run of its schedule/);
+    expect(lifetime(24)).toThrow(/25 minutes or more/);
+    for (const minutes of [25, 30, 60, 1440]) expect(lifetime(minutes)).not.toThrow();
+    for (const name of Object.keys(environments))
+      expect(environments[name]?.mauticAccessTokenLifetimeMinutes).toBe(60);
+  });
+});
