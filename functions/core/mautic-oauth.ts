@@ -102,7 +102,10 @@ export class MauticOAuthClient implements TokenGranter {
       signal,
     });
     const { status, json } = answer;
-    if (status >= 200 && status < 300) return this.#parseTokens(json, status);
+    if (status >= 200 && status < 300) {
+      const version = answer.headers.get('mautic-version')?.slice(0, 64);
+      return { ...this.#parseTokens(json, status), ...(version ? { mauticVersion: version } : {}) };
+    }
     if (status >= 500 || status === 429 || status === 408) {
       throw new MauticTransientError({ method, path: TOKEN_PATH, kind: 'server', status });
     }

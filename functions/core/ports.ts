@@ -123,6 +123,8 @@ export interface MauticTokens {
   scope: string | null;
   /** When the grant was answered (epoch ms). */
   obtainedAt: number;
+  /** Mautic's version, from the answer's `Mautic-Version` header, when it sent one. */
+  mauticVersion?: string;
 }
 
 /** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */

@@ -294,6 +294,7 @@ async function storeNewTokens(
       : {}),
     obtainedWith: grant,
     updatedAt: new Date(tokens.obtainedAt).toISOString(),
+    ...(tokens.mauticVersion ? { mauticVersion: tokens.mauticVersion } : {}),
   };
   let stored = await writeOrKeep(
     { token: next, requestToken: requestTokenFor(versionId, next), basedOn: versionId },

@@ -17,6 +17,8 @@ export interface Status {
     accessTokenSecondsLeft: number | null;
     refreshTokenSecondsLeft: number | null;
     updatedAt: string | null;
+    /** Beyond the contract's shape: Mautic's version as its token endpoint last said. */
+    mauticVersion: string | null;
   };
   /** Beyond the contract's shape: the CloudWatch dashboard of an environment, else null. */
   dashboardUrl: string | null;
@@ -67,6 +69,7 @@ async function tokenTimes(target: Target, now: number): Promise<Status['token']>
     accessTokenSecondsLeft: secondsLeft(stored.accessTokenExpiresAt),
     refreshTokenSecondsLeft: secondsLeft(stored.refreshTokenExpiresAt),
     updatedAt: Number.isNaN(updated) ? null : new Date(updated).toISOString(),
+    mauticVersion: typeof stored.mauticVersion === 'string' ? stored.mauticVersion : null,
   };
 }
 
@@ -129,6 +132,7 @@ export function statusLines(status: Status, target: Target): string[] {
     `  access token:   ${duration(token.accessTokenSecondsLeft)}`,
     `  refresh token:  ${token.refreshTokenSecondsLeft === null ? 'none (client credentials) or unknown' : duration(token.refreshTokenSecondsLeft)}`,
     `  last refresh:   ${token.updatedAt ?? 'never'}`,
+    `  Mautic version: ${token.mauticVersion ?? 'unknown (Mautic has not said yet)'}`,
   ];
   if (status.dashboardUrl) lines.push(`  dashboard:      ${status.dashboardUrl}`);
   return lines;

@@ -389,6 +389,7 @@ describe('status --env', () => {
         refreshTokenExpiresAt: new Date(NOW + 86_400_000).toISOString(),
         obtainedWith: 'refresh_token',
         updatedAt: new Date(NOW - 600_000).toISOString(),
+        mauticVersion: '5.1.1',
       }),
     });
     cloudwatch.on(GetMetricDataCommand).resolves({
@@ -405,6 +406,7 @@ describe('status --env', () => {
         accessTokenSecondsLeft: 3000,
         refreshTokenSecondsLeft: 86_400,
         updatedAt: new Date(NOW - 600_000).toISOString(),
+        mauticVersion: '5.1.1',
       },
       dashboardUrl:
         'https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1#dashboards/dashboard/MauticRelay-dev',
@@ -417,6 +419,7 @@ describe('status --env', () => {
     const human = await run(['status', '--env', 'dev']);
     expect(human.out).toContain('12 waiting, 3 in flight, 1 delayed; oldest 42 s');
     expect(human.out).toContain('access token:   50 min 0 s left');
+    expect(human.out).toContain('Mautic version: 5.1.1');
     expect(human.out).toContain('dashboard:      https://eu-west-1.console.aws.amazon.com');
     for (const shown of [json.out, human.out, json.err, human.err]) {
       expect(shown).not.toContain(ACCESS_TOKEN);
@@ -433,7 +436,12 @@ describe('status --env', () => {
     const { out } = await run(['status', '--env', 'dev', '--json']);
     expect(JSON.parse(out)).toMatchObject({
       queue: { oldestAgeSeconds: null },
-      token: { accessTokenSecondsLeft: null, refreshTokenSecondsLeft: null, updatedAt: null },
+      token: {
+        accessTokenSecondsLeft: null,
+        refreshTokenSecondsLeft: null,
+        updatedAt: null,
+        mauticVersion: null,
+      },
     });
   });
 });

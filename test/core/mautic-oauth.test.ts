@@ -310,6 +310,26 @@ describe('MauticOAuthClient token parsing', () => {
     });
   });
 
+  it("keeps Mautic's version from the answer's Mautic-Version header, for status", async () => {
+    sim.inject(
+      { path: '/oauth/v2/token' },
+      {
+        status: 200,
+        headers: { 'content-type': 'application/json', 'mautic-version': '5.1.1' },
+        body: JSON.stringify({
+          access_token: 'a'.repeat(86),
+          expires_in: 3600,
+          token_type: 'bearer',
+          scope: null,
+        }),
+      },
+    );
+
+    const tokens = await oauthClient().clientCredentials();
+
+    expect(tokens.mauticVersion).toBe('5.1.1');
+  });
+
   it.each([
     ['a body that is not JSON', 'not json'],
     ['a JSON array', '[]'],
