@@ -4,7 +4,14 @@
  */
 import { phpEmpty, phpIntval, sanitizeSpecialChars } from './php.ts';
 import { contactPoints, present } from './present.ts';
-import { addDncEntry, type EntityState, getEntity, linksOf, type StoredRecord } from './store.ts';
+import {
+  addDncEntry,
+  type EntityState,
+  getEntity,
+  linksOf,
+  type StoredRecord,
+  touch,
+} from './store.ts';
 import {
   bodyParams,
   type DecodedBody,
@@ -39,14 +46,14 @@ function addDnc(
   if (current === undefined) {
     const channelId = typeof channel === 'string' ? null : channel.id;
     addDncEntry(state, contact, { channel: name, reason, comments, channelId });
-    contact.modifiedAt = state.now();
+    touch(state, contact);
   } else if (current.reason !== reason) {
     const entry = entries.find(
       (candidate) => candidate.reason !== UNSUBSCRIBED && candidate.channel === channel,
     );
     if (entry === undefined) return;
     Object.assign(entry, { reason, comments, addedAt: state.now() });
-    contact.modifiedAt = state.now();
+    touch(state, contact);
   }
 }
 
@@ -56,7 +63,7 @@ function removeDnc(state: EntityState, contact: StoredRecord, channel: string): 
   const index = entries.findIndex((entry) => entry.channel === channel);
   if (index === -1) return false;
   entries.splice(index, 1);
-  contact.modifiedAt = state.now();
+  touch(state, contact);
   return true;
 }
 
@@ -173,7 +180,7 @@ export function adjustPointsAction(
     const result = Object.hasOwn(apply, operator) ? apply[operator]?.() : undefined;
     if (result === undefined) return returnError(400, 'Invalid operator');
     contact.fields = { ...contact.fields, points: result };
-    contact.modifiedAt = state.now();
+    touch(state, contact);
   }
   return view(200, { success: 1 });
 }

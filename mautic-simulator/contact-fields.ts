@@ -5,7 +5,7 @@
  * any other key a contact is written with becomes a custom field (group `core`, type `text`).
  */
 
-/** One field's definition in a contact's `fields.<group>.<alias>`. */
+/** One field's definition, as a record's `fields.<group>.<alias>` shows it. */
 export interface FieldDefinition {
   id: number;
   group: 'core' | 'social' | 'personal' | 'professional';
@@ -13,6 +13,9 @@ export interface FieldDefinition {
   alias: string;
   type: string;
   properties: unknown;
+  /** `is_fixed`: a field Mautic ships and an admin cannot delete. */
+  fixed: boolean;
+  defaultValue: string | null;
 }
 
 type Row = [alias: string, label: string, type?: string, properties?: unknown];
@@ -50,7 +53,19 @@ const SOCIAL: Row[] = [
   ['twitter', 'Twitter'],
 ];
 
-/** The default contact fields in id order (1–28). */
+/** The default fields that are not `is_fixed`. */
+const UNFIXED = new Set([
+  'fax',
+  'website',
+  'facebook',
+  'foursquare',
+  'instagram',
+  'linkedin',
+  'skype',
+  'twitter',
+]);
+
+/** The default contact fields in id order (1–28), the order of a contact Mautic just created. */
 export const DEFAULT_CONTACT_FIELDS: readonly FieldDefinition[] = [
   ...CORE.map((row) => ({ row, group: 'core' as const })),
   ...SOCIAL.map((row) => ({ row, group: 'social' as const })),
@@ -61,13 +76,45 @@ export const DEFAULT_CONTACT_FIELDS: readonly FieldDefinition[] = [
   alias,
   type,
   properties,
+  fixed: !UNFIXED.has(alias),
+  defaultValue: alias === 'points' ? '0' : null,
 }));
+
+/**
+ * The order of a contact's fields when Mautic loads it from the database (an edit's, a delete's
+ * and a read's answer), recorded in real-mautic-5.1.1/contacts_batch_edit.json.
+ */
+export const LOADED_CONTACT_ORDER: readonly string[] = [
+  'points',
+  'last_active',
+  'title',
+  'firstname',
+  'lastname',
+  'company',
+  'position',
+  'email',
+  'phone',
+  'mobile',
+  'address1',
+  'address2',
+  'city',
+  'state',
+  'zipcode',
+  'timezone',
+  'country',
+  'fax',
+  'preferred_locale',
+  'attribution_date',
+  'attribution',
+  'website',
+  ...SOCIAL.map(([alias]) => alias),
+];
 
 /** Company fields take ids 29–43 in the same table, so custom contact fields start after them. */
 export const FIRST_CUSTOM_FIELD_ID = 44;
 
-/** The social fields: the catch-all search looks in them too. */
-const SOCIAL_ALIASES: readonly string[] = SOCIAL.map(([alias]) => alias);
+/** The social fields: the catch-all search looks in them too, and they identify a contact. */
+export const SOCIAL_ALIASES: readonly string[] = SOCIAL.map(([alias]) => alias);
 
 /** The fields the UI search box's catch-all term looks in (LeadRepository::addCatchAllWhereClause). */
 export const CATCH_ALL_ALIASES: readonly string[] = [

@@ -7,6 +7,7 @@
  * an array where a string belongs) throws PhpError, answered as its generic 500.
  */
 import { CORE_COLUMNS, DEFAULT_CONTACT_FIELDS } from './contact-fields.ts';
+import { contactPoints } from './field-groups.ts';
 import {
   htmlEntityDecode,
   type PhpValue,
@@ -14,7 +15,6 @@ import {
   sanitizeSpecialChars,
   strGetCsv,
 } from './php.ts';
-import { contactPoints } from './present.ts';
 import {
   collationKey,
   likeMatcher,
@@ -34,14 +34,13 @@ export type ColumnReader = (record: StoredRecord) => SqlValue;
 const DEFAULT_ALIASES = new Set(DEFAULT_CONTACT_FIELDS.map((field) => field.alias));
 
 function coreColumn(name: string): ColumnReader | undefined {
-  const identified = (record: StoredRecord) =>
-    typeof record.fields.email === 'string' && record.fields.email !== '';
+  const date = (ms: number | null) => (ms === null ? null : sqlDate(ms));
   const readers: Record<string, ColumnReader> = {
     id: (record) => record.id,
     is_published: () => 1,
     date_added: (record) => sqlDate(record.addedAt),
-    date_modified: (record) => sqlDate(record.modifiedAt),
-    date_identified: (record) => (identified(record) ? sqlDate(record.addedAt) : null),
+    date_modified: (record) => date(record.modifiedAt),
+    date_identified: (record) => date(record.identifiedAt),
     owner_id: (record) => (phpEmpty(record.fields.owner) ? null : sqlValue(record.fields.owner)),
     stage_id: (record) => (phpEmpty(record.fields.stage) ? null : sqlValue(record.fields.stage)),
   };

@@ -29,6 +29,8 @@ const BASIC_AUTH_MESSAGE =
 
 /** A simulator's OAuth2 state, its settings and its records. */
 export interface State extends OAuthState {
+  /** The `Mautic-Version` header's value; the behaviour stays 5.1's whatever it says. */
+  mauticVersion: string;
   apiEnabled: boolean;
   rateLimit: { limit: number; windowSeconds: number } | undefined;
   rateWindows: Map<number, { calls: number; resetAt: number }>;
@@ -72,6 +74,12 @@ function handleApi(state: State, req: SimRequest, entry: RequestLogEntry): Reply
 
 /** Everything after logging, injection and faults: what Mautic itself would answer. */
 export function respond(state: State, req: SimRequest, entry: RequestLogEntry): Reply {
+  const reply = answer(state, req, entry);
+  reply.headers['mautic-version'] = state.mauticVersion;
+  return reply;
+}
+
+function answer(state: State, req: SimRequest, entry: RequestLogEntry): Reply {
   const { path } = req;
   // ApiSubscriber (§1.1) runs before routing and the firewall, for any /api or /oauth URI.
   if (path.includes('/api') || path.includes('/oauth')) {

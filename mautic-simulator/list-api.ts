@@ -2,14 +2,15 @@
  * The list routes `GET /api/{entity}`. For contacts (reference §11.1, §5.4): `where` and `search` ANDed, `start` and `limit`
  * (default 30, no maximum, 0 for no limit, and then `start` is ignored too), `minimal`, and the
  * answer `{"total":"<n>","contacts":{<id>:{…}}}` with `{}` when nothing matches. Contacts come in
- * id order: Mautic orders by `last_active DESC`, which no simulated contact has. Companies,
- * segments and campaigns take a simpler `search` (`ids:`, `field:value` exact, or a substring).
+ * id order: Mautic orders by `last_active DESC`, which no simulated contact has. Other entities
+ * take a simpler `search` (`ids:`, `field:value` exact, or a substring).
  */
 import { searchTest } from './contact-search.ts';
 import { whereTest } from './contact-where.ts';
+import { ENTITIES, type EntityName } from './entities.ts';
 import { type PhpArray, phpEmpty, phpIntval } from './php.ts';
-import { ENTITIES, present } from './present.ts';
-import type { EntityName, EntityState, StoredRecord } from './store.ts';
+import { present } from './present.ts';
+import type { EntityState, StoredRecord } from './store.ts';
 import { exceptionError, type Reply, scalar, view } from './symfony.ts';
 
 /** Symfony's InputBag::get: a query parameter that is an array is a bad request. */
@@ -42,7 +43,7 @@ export function listContacts(state: EntityState, query: PhpArray): Reply {
   const minimal = !phpEmpty(query.get('minimal'));
   const contacts = new Map<string, unknown>();
   for (const record of page) {
-    contacts.set(String(record.id), present(state, 'contacts', record, minimal));
+    contacts.set(String(record.id), present(state, 'contacts', record, { minimal }));
   }
   // An empty PHP array would be `[]`; Mautic answers `{}` (§5.4).
   return view(200, { total: String(matching.length), contacts: contacts.size > 0 ? contacts : {} });

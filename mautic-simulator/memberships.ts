@@ -3,6 +3,7 @@
  * endpoints of ListApiController, CampaignApiController and CompanyApiController, and a contact's
  * lists of them (LeadApiController). Every not-found message is the one that controller gives.
  */
+import { linkCompany } from './company-links.ts';
 import { isPublished, segmentAlias } from './present.ts';
 import {
   type EntityState,
@@ -11,7 +12,6 @@ import {
   type Membership,
   phpDate,
   type StoredRecord,
-  setContactFields,
   sqlDate,
 } from './store.ts';
 import {
@@ -139,45 +139,6 @@ export function campaignContactAction(
     Object.assign(row, { manuallyAdded: false, manuallyRemoved: true });
   }
   return view(200, SUCCESS);
-}
-
-/** The name CompanyModel writes into the contact's `company` field. */
-function companyName(state: EntityState, companyId: number | undefined): string {
-  const company =
-    companyId === undefined ? undefined : state.stores.companies.records.get(companyId);
-  const name = company?.fields.companyname;
-  return typeof name === 'string' ? name : '';
-}
-
-function writeCompanyField(state: EntityState, contact: StoredRecord, name: string): void {
-  if (contact.fields.company === name) return;
-  setContactFields(state, contact, { ...contact.fields, company: name }, state.now());
-}
-
-/**
- * CompanyModel::addLeadToCompany / removeLeadFromCompany: a new link becomes the primary one and
- * its company's name the contact's `company`; removing the primary link makes the remaining link
- * with the lowest company id primary (the order MySQL returns them in), or empties `company`.
- */
-function linkCompany(state: EntityState, contact: StoredRecord, companyId: number, add: boolean) {
-  const links = linksOf(state, contact.id).companies;
-  for (const [id] of links) {
-    if (!state.stores.companies.records.has(id)) links.delete(id);
-  }
-  const link = links.get(companyId);
-  if (add && link === undefined) {
-    for (const other of links.values()) other.primary = false;
-    links.set(companyId, { addedAt: state.now(), primary: true });
-    const name = companyName(state, companyId);
-    if (name !== '') writeCompanyField(state, contact, name);
-  } else if (!add && link !== undefined) {
-    links.delete(companyId);
-    if (!link.primary) return;
-    const next = [...links.keys()].sort((a, b) => a - b)[0];
-    const nextLink = next === undefined ? undefined : links.get(next);
-    if (nextLink !== undefined) nextLink.primary = true;
-    writeCompanyField(state, contact, companyName(state, next));
-  }
 }
 
 /** POST /api/companies/{companyId}/contact/{contactId}/add|remove (CompanyApiController). */

@@ -404,3 +404,24 @@ export function strGetCsv(text: string): Array<string | null> {
   }
   return fields;
 }
+
+/**
+ * PHP's serialize() for what field properties hold: arrays (a JS array is a list, an object a
+ * map), strings (their length in bytes), integers, floats, booleans and null.
+ */
+export function phpSerialize(value: unknown): string {
+  if (value === null || value === undefined) return 'N;';
+  if (typeof value === 'boolean') return `b:${value ? 1 : 0};`;
+  if (typeof value === 'number') return Number.isInteger(value) ? `i:${value};` : `d:${value};`;
+  if (typeof value === 'string') return `s:${Buffer.byteLength(value)}:"${value}";`;
+  const entries: Array<[string | number, unknown]> = Array.isArray(value)
+    ? value.map((item, index) => [index, item])
+    : Object.entries(value as Record<string, unknown>);
+  const body = entries
+    .map(
+      ([key, item]) =>
+        `${typeof key === 'number' ? `i:${key};` : phpSerialize(key)}${phpSerialize(item)}`,
+    )
+    .join('');
+  return `a:${entries.length}:{${body}}`;
+}

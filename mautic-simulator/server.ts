@@ -1,6 +1,6 @@
 /**
- * A Mautic 5 simulator: the OAuth2 server and the classic REST API for contacts, companies,
- * segments and campaigns, on a real HTTP server bound to 127.0.0.1. It is the test double for the whole project
+ * A Mautic 5.1.1 simulator: the OAuth2 server and the classic REST API for the 24 entities of
+ * entities.ts, on a real HTTP server bound to 127.0.0.1. It is the test double for the whole project
  * and the Mautic of the local stack, written from docs/mautic.md (the § numbers in this folder
  * refer to it) and independent of functions/, so it can judge the client there.
  *
@@ -40,7 +40,14 @@ import { issueTokens, type SimulatorClient } from './oauth.ts';
 import { parsePhpQuery } from './php.ts';
 import { batchItemCount, createEntityState, listRecords, seedRecord } from './rest.ts';
 import { contactMemberships } from './store.ts';
-import { decodeBody, exceptionError, HTML, type Reply, type SimRequest } from './symfony.ts';
+import {
+  decodeBody,
+  exceptionError,
+  HTML,
+  MAUTIC_VERSION,
+  type Reply,
+  type SimRequest,
+} from './symfony.ts';
 
 /** Options of `startMauticSimulator`; every one has Mautic's default. */
 export interface MauticSimulatorOptions {
@@ -58,6 +65,11 @@ export interface MauticSimulatorOptions {
   rateLimit?: { limit: number; windowSeconds?: number };
   /** false answers 403 api_disabled on /api and /oauth. */
   apiEnabled?: boolean;
+  /**
+   * The `Mautic-Version` header of every answer, default `5.1.1`. Only the header changes: the
+   * simulator answers as 5.1 does whatever it says.
+   */
+  mauticVersion?: string;
   faults?: SimulatorFaults;
   /** Epoch ms, default Date.now; drives every expiry and rate window. */
   now?: () => number;
@@ -70,7 +82,7 @@ export interface MauticSimulator {
   /** Closes the server and every open socket. */
   close(): Promise<void>;
   /**
-   * Stored records of 'contacts' | 'companies' | 'segments' | 'campaigns' as flat field maps, in
+   * Stored records of an entity of entities.ts ('contacts', 'companies', …) as flat field maps, in
    * id order; a contact with Do Not Contact entries also has `doNotContact` (channel, reason,
    * comments, channelId).
    */
@@ -113,9 +125,9 @@ export interface MauticSimulator {
    */
   revokeTokens(): void;
   /**
-   * Inserts a record directly ('contacts', 'companies', 'segments' or 'campaigns'); an `id` in
-   * it is ignored, `dateAdded` (ISO-8601) is kept, a contact's `doNotContact` items become its
-   * entries.
+   * Inserts a record of any entity directly, with no validation; an `id` in it is ignored,
+   * `dateAdded` (ISO-8601) is kept, a contact's `doNotContact` items become its entries and its
+   * `tags` tags.
    */
   seed(entity: string, record: Record<string, unknown>): { id: number };
   /**
@@ -155,6 +167,7 @@ function createState(options: MauticSimulatorOptions): State {
   const now = options.now ?? Date.now;
   const state: State = {
     now,
+    mauticVersion: options.mauticVersion ?? MAUTIC_VERSION,
     clients: new Map(),
     accessLifetimeSeconds: options.accessTokenLifetimeSeconds ?? 3600,
     refreshLifetimeSeconds: options.refreshTokenLifetimeSeconds ?? 1_209_600,
@@ -257,7 +270,8 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
   if (spoilt === 'drop') return void req.socket.destroy();
   if (spoilt === 'garble') {
     const body = Buffer.concat([Buffer.from(PHP_NOTICE), Buffer.from(reply.body)]);
-    return send(res, entry, { status: 200, headers: { 'content-type': HTML }, body });
+    const headers = { 'content-type': HTML, 'mautic-version': harness.state.mauticVersion };
+    return send(res, entry, { status: 200, headers, body });
   }
   send(res, entry, spoilt === 'gateway_timeout' ? proxyErrorPage(504) : reply);
 }

@@ -1,23 +1,32 @@
 /**
- * The simulator's Mautic database: contacts, companies, segments and campaigns as field maps, and
- * what links a contact to the others (segment and campaign memberships, company links, Do Not
- * Contact entries), with the lookups every controller shares.
+ * The simulator's Mautic database: a record store per entity of entities.ts, and what links a
+ * contact to the others (segment and campaign memberships, company links, Do Not Contact
+ * entries), with the lookups every controller shares. Contact tags are names, and every tag a
+ * contact was given is a record of the `tags` store, as Mautic keeps its tags in their own table.
  */
-import { DEFAULT_CONTACT_FIELDS, FIRST_CUSTOM_FIELD_ID, NON_FIELD_KEYS } from './contact-fields.ts';
-import { phpIntval } from './php.ts';
+import { DEFAULT_COMPANY_FIELDS } from './company-fields.ts';
+import {
+  DEFAULT_CONTACT_FIELDS,
+  FIRST_CUSTOM_FIELD_ID,
+  NON_FIELD_KEYS,
+  SOCIAL_ALIASES,
+} from './contact-fields.ts';
+import { ENTITY_NAMES, type EntityName } from './entities.ts';
+import { phpEmpty, phpIntval } from './php.ts';
+import { collationKey } from './sql.ts';
 
-export type EntityName = 'contacts' | 'companies' | 'segments' | 'campaigns';
-export const ENTITY_NAMES: readonly EntityName[] = [
-  'contacts',
-  'companies',
-  'segments',
-  'campaigns',
-];
+export type { EntityName } from './entities.ts';
 
 export interface StoredRecord {
   id: number;
   addedAt: number;
-  modifiedAt: number;
+  /** null until the record is first saved again after its creation (Mautic's `dateModified`). */
+  modifiedAt: number | null;
+  /** A contact's `dateIdentified`: when it first had a name, an email, a company or a social id. */
+  identifiedAt: number | null;
+  /** The API user who created or last modified it; null for a seeded record. */
+  createdByUser: string | null;
+  modifiedByUser: string | null;
   fields: Record<string, unknown>;
 }
 
@@ -47,34 +56,46 @@ export interface ContactLinks {
   doNotContact: DncEntry[];
 }
 
+type Store = { lastId: number; records: Map<number, StoredRecord> };
+
 /** The entity store and the settings its controllers read. */
 export interface EntityState {
   now: () => number;
   batchMaxLimit: number;
-  stores: Record<EntityName, { lastId: number; records: Map<number, StoredRecord> }>;
+  /** The name Mautic gives the API user (`createdByUser`): `<client name> [<client id>]`. */
+  apiUser: string;
+  stores: Record<EntityName, Store>;
   /**
-   * The contacts under their stored email lower-cased (string emails only), so the upsert does
-   * not scan every contact. Kept by `insert`, `setContactFields` and `removeRecord`.
+   * The contacts under their stored email's collation key (string emails only), so the upsert
+   * and the unique check do not scan every contact. Kept by `setRecordFields` and `removeRecord`.
    */
   contactsByEmail: Map<string, Set<StoredRecord>>;
   /** Contact id → its links. */
   links: Map<number, ContactLinks>;
   lastDncId: number;
-  /** Custom contact fields (alias → field id): every other key a contact was ever written with. */
+  /**
+   * Custom fields (alias → field id) of contacts and of companies: every other key a record was
+   * ever written with. Both take their ids from the one field table, after the defaults.
+   */
   customFields: Map<string, number>;
+  customCompanyFields: Map<string, number>;
 }
 
 /** An empty store. */
 export function createEntityState(now: () => number, batchMaxLimit: number): EntityState {
-  const empty = () => ({ lastId: 0, records: new Map<number, StoredRecord>() });
+  const stores = Object.fromEntries(
+    ENTITY_NAMES.map((name) => [name, { lastId: 0, records: new Map<number, StoredRecord>() }]),
+  ) as Record<EntityName, Store>;
   return {
     now,
     batchMaxLimit,
-    stores: { contacts: empty(), companies: empty(), segments: empty(), campaigns: empty() },
+    apiUser: 'Mautic simulator [1]',
+    stores,
     contactsByEmail: new Map(),
     links: new Map(),
     lastDncId: 0,
     customFields: new Map(),
+    customCompanyFields: new Map(),
   };
 }
 
@@ -122,7 +143,7 @@ function flatten(state: EntityState, entity: EntityName, record: StoredRecord) {
     ...record.fields,
     ...(dnc.length > 0 ? { doNotContact: dncSummary(dnc) } : {}),
     dateAdded: phpDate(record.addedAt),
-    dateModified: phpDate(record.modifiedAt),
+    dateModified: phpDate(record.modifiedAt ?? record.addedAt),
   };
 }
 
@@ -141,9 +162,9 @@ export function listRecords(
 }
 
 /**
- * Inserts a record as given; an `id` is ignored, `dateAdded` (ISO-8601) is kept. A contact's
- * `doNotContact` items become its entries, as on a create (channel `email` and reason 3 unless
- * given).
+ * Inserts a record as given, with no validation; an `id` is ignored, `dateAdded` (ISO-8601) is
+ * kept. A contact's `doNotContact` items become its entries, as on a create (channel `email`
+ * and reason 3 unless given), and its `tags` become tags.
  */
 export function seedRecord(state: EntityState, entity: string, record: Record<string, unknown>) {
   const name = entityName(entity);
@@ -155,8 +176,10 @@ export function seedRecord(state: EntityState, entity: string, record: Record<st
   }
   const added = typeof record.dateAdded === 'string' ? Date.parse(record.dateAdded) : Number.NaN;
   const addedAt = Number.isNaN(added) ? state.now() : added;
-  const stored = insert(state, name, fields, addedAt);
-  if (name === 'contacts' && Array.isArray(record.doNotContact)) {
+  const stored = insert(state, name, fields, addedAt, null);
+  if (name !== 'contacts') return { id: stored.id };
+  if (Array.isArray(fields.tags)) registerTags(state, fields.tags.map(String));
+  if (Array.isArray(record.doNotContact)) {
     for (const item of record.doNotContact as Array<Record<string, unknown>>) {
       const channel = typeof item.channel === 'string' ? item.channel : 'email';
       const reason = item.reason === undefined ? 3 : phpIntval(item.reason);
@@ -166,40 +189,74 @@ export function seedRecord(state: EntityState, entity: string, record: Record<st
   return { id: stored.id };
 }
 
+/** A new record with the next id; `user` is who created it (null: seeded). */
 export function insert(
   state: EntityState,
   entity: EntityName,
   fields: Record<string, unknown>,
   addedAt: number,
+  user: string | null,
 ): StoredRecord {
   const store = state.stores[entity];
   store.lastId += 1;
-  const record = { id: store.lastId, addedAt, modifiedAt: addedAt, fields: {} };
+  const record: StoredRecord = {
+    id: store.lastId,
+    addedAt,
+    modifiedAt: null,
+    identifiedAt: null,
+    createdByUser: user,
+    modifiedByUser: null,
+    fields: {},
+  };
   store.records.set(record.id, record);
-  if (entity === 'contacts') setContactFields(state, record, fields, addedAt);
-  else record.fields = fields;
+  setRecordFields(state, entity, record, fields);
   return record;
 }
 
-/** Replaces a contact's fields, keeping the email index and the custom field list. */
-export function setContactFields(
+/** Saves an existing record again: Mautic sets `dateModified` and `modifiedBy` on each save. */
+export function touch(state: EntityState, record: StoredRecord): void {
+  record.modifiedAt = state.now();
+  record.modifiedByUser = state.apiUser;
+}
+
+/**
+ * Replaces a record's fields, keeping the email index, the custom field lists and a contact's
+ * `dateIdentified` (Lead::checkDateIdentified: set once the contact is no longer anonymous).
+ */
+export function setRecordFields(
   state: EntityState,
+  entity: EntityName,
   record: StoredRecord,
   fields: Record<string, unknown>,
-  now: number,
 ): void {
-  unindexContact(state, record);
+  if (entity !== 'contacts' && entity !== 'companies') {
+    record.fields = fields;
+    return;
+  }
+  if (entity === 'contacts') unindexContact(state, record);
   record.fields = fields;
-  record.modifiedAt = now;
-  indexContact(state, record);
+  const known = entity === 'contacts' ? CONTACT_ALIASES : COMPANY_ALIASES;
+  const custom = entity === 'contacts' ? state.customFields : state.customCompanyFields;
   for (const key of Object.keys(fields)) {
-    if (NON_FIELD_KEYS.has(key) || DEFAULT_ALIASES.has(key) || state.customFields.has(key))
+    if (known.has(key) || custom.has(key) || (entity === 'contacts' && NON_FIELD_KEYS.has(key))) {
       continue;
-    state.customFields.set(key, FIRST_CUSTOM_FIELD_ID + state.customFields.size);
+    }
+    custom.set(
+      key,
+      FIRST_CUSTOM_FIELD_ID + state.customFields.size + state.customCompanyFields.size,
+    );
+  }
+  if (entity !== 'contacts') return;
+  indexContact(state, record);
+  const identity = ['firstname', 'lastname', 'company', 'email', ...SOCIAL_ALIASES];
+  if (record.identifiedAt === null && identity.some((alias) => !phpEmpty(fields[alias]))) {
+    // Callers save (`touch`) before they write, so this is the time of this save.
+    record.identifiedAt = record.modifiedAt ?? record.addedAt;
   }
 }
 
-const DEFAULT_ALIASES = new Set(DEFAULT_CONTACT_FIELDS.map((field) => field.alias));
+const CONTACT_ALIASES = new Set(DEFAULT_CONTACT_FIELDS.map((field) => field.alias));
+const COMPANY_ALIASES = new Set(DEFAULT_COMPANY_FIELDS.map((field) => field.alias));
 
 /** Deletes a record; a contact's links go with it (the foreign keys cascade). */
 export function removeRecord(state: EntityState, entity: EntityName, record: StoredRecord): void {
@@ -212,7 +269,7 @@ export function removeRecord(state: EntityState, entity: EntityName, record: Sto
 /** The key of a contact in `contactsByEmail`; undefined when its email is not a string. */
 function emailKey(record: StoredRecord): string | undefined {
   const stored = record.fields.email;
-  return typeof stored === 'string' ? stored.toLowerCase() : undefined;
+  return typeof stored === 'string' ? collationKey(stored) : undefined;
 }
 
 function indexContact(state: EntityState, record: StoredRecord): void {
@@ -231,10 +288,26 @@ function unindexContact(state: EntityState, record: StoredRecord): void {
   if (holders?.size === 0) state.contactsByEmail.delete(key);
 }
 
-/** LeadModel::checkForDuplicateContact: case-insensitive email, most recently added wins. */
+/**
+ * The records whose unique field (entities.ts `unique`) equals `value` as MySQL compares it
+ * (case and trailing spaces ignored), in id order.
+ */
+export function holdersOf(state: EntityState, entity: EntityName, field: string, value: string) {
+  const key = collationKey(value);
+  const found =
+    entity === 'contacts' && field === 'email'
+      ? [...(state.contactsByEmail.get(key) ?? [])]
+      : [...state.stores[entity].records.values()].filter((record) => {
+          const stored = record.fields[field];
+          return typeof stored === 'string' && collationKey(stored) === key;
+        });
+  return found.sort((a, b) => a.id - b.id);
+}
+
+/** LeadModel::checkForDuplicateContact: the email as SQL compares it, most recently added wins. */
 export function findContactByEmail(state: EntityState, email: string): StoredRecord | undefined {
   let best: StoredRecord | undefined;
-  for (const record of state.contactsByEmail.get(email.toLowerCase()) ?? []) {
+  for (const record of holdersOf(state, 'contacts', 'email', email)) {
     const newer =
       best === undefined ||
       record.addedAt > best.addedAt ||
@@ -242,6 +315,28 @@ export function findContactByEmail(state: EntityState, email: string): StoredRec
     if (newer) best = record;
   }
   return best;
+}
+
+/**
+ * Tags as LeadModel::modifyTags makes them: a name no tag has yet (exactly: the lookup is
+ * case-insensitive but the match on its result is not) becomes a new tag.
+ */
+export function registerTags(state: EntityState, names: readonly string[]): void {
+  const known = tagNames(state);
+  for (const name of names) {
+    if (known.has(name)) continue;
+    insert(state, 'tags', { tag: name }, state.now(), state.apiUser);
+    known.add(name);
+  }
+}
+
+/** The names of every tag, exactly as stored. */
+export function tagNames(state: EntityState): Set<string> {
+  const names = new Set<string>();
+  for (const record of state.stores.tags.records.values()) {
+    if (typeof record.fields.tag === 'string') names.add(record.fields.tag);
+  }
+  return names;
 }
 
 /** An id as SQL `IN (…)` would match it: integers and numeric strings. */

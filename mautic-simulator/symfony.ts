@@ -93,11 +93,21 @@ function genericMessage(status: number): string {
   return `Looks like I encountered an error (error #${status}). If I do it again, please report me to the system administrator!`;
 }
 
+/**
+ * The version Mautic names in the `Mautic-Version` header; the recorded Mautic sent it on every
+ * answer, its token endpoint's and its errors' included.
+ */
+export const MAUTIC_VERSION = '5.1.1';
+
 /** Symfony JsonResponse (ApiSubscriber rewrites, ExceptionController): JSON_HEX_* escaping. */
 function symfonyJson(status: number, payload: unknown): Reply {
   return {
     status,
-    headers: { 'content-type': 'application/json', 'cache-control': 'no-cache, private' },
+    headers: {
+      'content-type': 'application/json',
+      'cache-control': 'no-cache, private',
+      'mautic-version': MAUTIC_VERSION,
+    },
     body: phpJsonEncode(payload, { hex: true }),
   };
 }
@@ -117,8 +127,6 @@ export function exceptionError(status: number, message = genericMessage(status))
  * error): the route answers ExceptionController's generic 500. Work done before it stays done.
  */
 export class PhpError extends Error {}
-
-const MAUTIC_VERSION = '5.1.0';
 
 /** A FOSRest view of an API controller: JMS escaping and the Mautic-Version header. */
 export function view(status: number, payload: unknown): Reply {

@@ -4,31 +4,30 @@
  * HTTP code so that tests can drive it directly, and independent of functions/ so that it can
  * judge the relay's planner (which has its own, more cautious, idea of these rules).
  *
- * What it models, from Mautic 5.x `CustomFieldsApiControllerTrait::setCustomFieldValues`,
+ * What it models, from Mautic 5.1.1's `CustomFieldsApiControllerTrait::setCustomFieldValues`,
  * `LeadModel::setFieldValues` and `LeadModel::modifyTags`:
- * - POST (batch/new, also when it updates a contact matched by email) and PATCH, on entities with
- *   custom fields (contacts, companies): a numeric value whose integer part is 0 (`0`, `"0"`,
- *   `"0.5"`) is dropped before anything else, whatever `overwriteWithBlank` says; a contact's
- *   empty `points` is dropped too; then `""` and `null` are skipped unless the item carries a
- *   truthy `overwriteWithBlank`.
+ * - Contacts (LeadApiController), on POST (batch/new, also when it updates a contact matched by
+ *   email) and PATCH: a numeric value whose integer part is 0 (`0`, `"0"`, `"0.5"`) is dropped
+ *   before anything else, whatever `overwriteWithBlank` says; an empty `points` is dropped too;
+ *   then `""` and `null` are skipped unless the item carries a truthy `overwriteWithBlank`.
+ * - Every other entity, companies included (CompanyApiController calls setCustomFieldValues
+ *   without the POST/PATCH flag, so with overwriteWithBlank), writes every value it is sent.
  * - PUT replaces the form fields (clear-missing) and writes blanks and zeros.
- * - Entities without custom fields (segments) write every value they are sent.
  * - A contact's `tags` (an array, or a comma-separated string) are operations, on every method:
  *   `name` adds the tag, `-name` removes it; other tags stay. Stored sorted, as a set.
- * - Every other key (`owner`, `stage`, `companies`, …) is stored as sent, subject to the rules
- *   above: the simulator does not model what Mautic does with them beyond that, which is why the
- *   relay never merges events that carry the list-like ones. A contact's `doNotContact` never
- *   gets here: rest.ts turns it into Do Not Contact entries (contact-actions.ts).
+ * - Every other key (`owner`, `stage`, …) is stored as sent, subject to the rules above. A
+ *   contact's `doNotContact` and `companies` never get here: batch.ts turns them into Do Not
+ *   Contact entries and company links.
  */
+import type { WriteStyle } from './entities.ts';
 
 export type WriteMode = 'post' | 'patch' | 'put';
 
-/** What an entity's controller does with blanks: custom-field entities skip them on POST/PATCH. */
+/** How the item is written: the entity's style, and the tags that exist before it. */
 export interface WriteTarget {
-  /** Contacts: `tags` are operations and an empty `points` never overwrites. */
-  contact: boolean;
-  /** Contacts and companies (CustomFieldsApiControllerTrait); not segments. */
-  customFields: boolean;
+  style: WriteStyle;
+  /** Every tag's exact name (contacts only): a removal finds only these. */
+  knownTags?: ReadonlySet<string>;
 }
 
 /**
@@ -40,20 +39,21 @@ export function applyWrite(
   submitted: Readonly<Record<string, unknown>>,
   options: WriteTarget & { mode: WriteMode; overwriteWithBlank: boolean },
 ): Record<string, unknown> {
-  const { mode, contact, customFields } = options;
+  const { mode } = options;
+  const contact = options.style === 'contact';
   // PUT binds with clear-missing, so unsent fields go; POST and PATCH keep them. Tags live
   // outside the form, so even PUT keeps them.
   const result: Record<string, unknown> =
     mode === 'put' ? (contact && 'tags' in current ? { tags: current.tags } : {}) : { ...current };
-  const filtered = customFields && mode !== 'put';
+  const filtered = contact && mode !== 'put';
   const keepBlanks = !filtered || options.overwriteWithBlank;
   for (const [key, value] of Object.entries(submitted)) {
     if (contact && key === 'tags') {
-      result.tags = applyTags(result.tags, value);
+      result.tags = applyTags(result.tags, value, options.knownTags);
       continue;
     }
     if (filtered) {
-      if (contact && key === 'points' && phpEmpty(value)) continue;
+      if (key === 'points' && phpEmpty(value)) continue;
       if (isNumericZero(value)) continue;
     }
     if (!keepBlanks && (value === '' || value === null)) continue;
@@ -63,19 +63,28 @@ export function applyWrite(
 }
 
 /**
- * `LeadModel::modifyTags`: `name` adds, `-name` removes, names trimmed, empty names ignored.
- * A string is split at commas, as Mautic does. The result is sorted, so that two stores holding
- * the same tags compare equal whatever order they were added in.
+ * `LeadModel::modifyTags`: `name` adds, `-name` removes, names trimmed first, empty names
+ * ignored. A string is split at commas, as Mautic does. Mautic looks up the named tags once,
+ * before the first operation, and matches the result by exact name, so a removal is
+ * case-sensitive and finds only a tag that existed before this item (`known`, or one the
+ * contact holds): `["x", "-x"]` keeps a new `x`. The result is sorted, so that two stores
+ * holding the same tags compare equal whatever order they were added in.
  */
-export function applyTags(current: unknown, operations: unknown): string[] {
+export function applyTags(
+  current: unknown,
+  operations: unknown,
+  known: ReadonlySet<string> = new Set(),
+): string[] {
   const tags = new Set(Array.isArray(current) ? current.map(String) : []);
+  const existed = new Set([...known, ...tags]);
   const list = typeof operations === 'string' ? operations.split(',') : operations;
   if (Array.isArray(list)) {
     for (const raw of list) {
       if (typeof raw !== 'string' && typeof raw !== 'number') continue;
       const text = String(raw).trim();
-      if (text.startsWith('-')) tags.delete(text.slice(1).trim());
-      else if (text !== '') tags.add(text);
+      if (text.startsWith('-')) {
+        if (existed.has(text.slice(1))) tags.delete(text.slice(1));
+      } else if (text !== '') tags.add(text);
     }
   }
   return [...tags].sort();

@@ -576,7 +576,7 @@ describe('batch endpoints', () => {
     });
 
     expect(reply.status).toBe(201);
-    expect(reply.headers.get('mautic-version')).toBe('5.1.0');
+    expect(reply.headers.get('mautic-version')).toBe('5.1.1');
     const body = reply.json();
     expect(body.statusCodes).toEqual([201, 201]);
     expect(body.errors).toBeUndefined();
@@ -674,13 +674,12 @@ describe('batch endpoints', () => {
     expect(simulator.records('contacts')).toHaveLength(1);
   });
 
-  it('upserts onto the most recently added match as seeds, PUT and delete change emails', async () => {
+  it('refuses an email two contacts share, and upserts again once one is gone', async () => {
     const { simulator, token } = await withToken();
     const newer = simulator.seed('contacts', {
       email: 'Old@Example.com',
       dateAdded: '2024-06-01T00:00:00+00:00',
     });
-    // Seeded later, with a lower id, but added earlier: the other one wins.
     const older = simulator.seed('contacts', {
       email: 'old@example.com',
       dateAdded: '2024-01-01T00:00:00+00:00',
@@ -690,17 +689,18 @@ describe('batch endpoints', () => {
         await api(simulator, 'POST', '/api/contacts/batch/new', { token, body: [{ email }] })
       ).json();
       const [status] = body.statusCodes as number[];
-      const [contact] = body.contacts as Array<{ id: number }>;
+      const contact = (body.contacts as Record<string, { id: number }>)[0];
       return { status, id: contact?.id };
     };
     const put = (item: Record<string, unknown>) =>
       api(simulator, 'PUT', '/api/contacts/batch/edit', { token, body: [item] });
 
-    expect(await upsert('OLD@example.com')).toEqual({ status: 200, id: newer.id });
-    await put({ id: newer.id, email: 'moved@example.com' });
-    expect(await upsert('old@example.com')).toEqual({ status: 200, id: older.id });
-    expect(await upsert('Moved@example.com')).toEqual({ status: 200, id: newer.id });
+    // The upsert picks the most recently added one; UniqueCustomField then counts two holders.
+    expect(await upsert('OLD@example.com')).toEqual({ status: 422, id: undefined });
     await api(simulator, 'DELETE', `/api/contacts/batch/delete?ids=${older.id}`, { token });
+    expect(await upsert('old@example.com')).toEqual({ status: 200, id: newer.id });
+    await put({ id: newer.id, email: 'moved@example.com' });
+    expect(await upsert('Moved@example.com')).toEqual({ status: 200, id: newer.id });
     expect(await upsert('old@example.com')).toMatchObject({ status: 201 });
     // PUT clears the fields it is not sent, the email included.
     await put({ id: newer.id, firstname: 'Ada' });
@@ -758,20 +758,48 @@ describe('batch endpoints', () => {
     expect(simulator.records('contacts')).toMatchObject([{ city: '' }, { city: '' }]);
   });
 
-  it('reports id_missing for id-less items when other items carry ids', async () => {
+  it('answers an id-less PATCH item 404, and a PUT one 400 after creating it', async () => {
     const { simulator, token } = await withToken();
     const { id } = simulator.seed('contacts', { email: 'a@example.com' });
 
-    const reply = await api(simulator, 'PATCH', '/api/contacts/batch/edit', {
+    const patch = await api(simulator, 'PATCH', '/api/contacts/batch/edit', {
       token,
       body: [{ id, firstname: 'A' }, { firstname: 'B' }],
     });
-
-    const body = reply.json();
-    expect(body.statusCodes).toEqual([200, 400]);
-    expect(body.errors).toEqual({
-      1: { message: 'mautic.api.call.id_missing', code: 400, type: 'api' },
+    const put = await api(simulator, 'PUT', '/api/contacts/batch/edit', {
+      token,
+      body: [{ id, firstname: 'C' }, { firstname: 'D' }],
     });
+
+    // id_missing is set first, then PATCH's not-found replaces it (real-mautic-5.1.1).
+    expect(patch.json()).toMatchObject({
+      statusCodes: [200, 404],
+      errors: { 1: { message: 'Item was not found.', code: 404, type: 'api' } },
+    });
+    // PUT creates the item, but its status is the id_missing error's.
+    expect(put.json()).toMatchObject({
+      statusCodes: [200, 400],
+      errors: { 1: { message: 'mautic.api.call.id_missing', code: 400, type: 'api' } },
+      contacts: [{ id }, { id: id + 1 }],
+    });
+    expect(simulator.records('contacts').map((contact) => contact.firstname)).toEqual(['C', 'D']);
+  });
+
+  it("edits the next item's record with an id-less item's fields, as BatchIdToEntityHelper does", async () => {
+    const { simulator, token } = await withToken();
+    const first = simulator.seed('contacts', { email: 'a@example.com' });
+    const second = simulator.seed('contacts', { email: 'b@example.com' });
+
+    const reply = await api(simulator, 'PATCH', '/api/contacts/batch/edit', {
+      token,
+      body: [{ id: first.id, city: 'Oslo' }, { city: 'Lima' }, { id: second.id, city: 'Rome' }],
+    });
+
+    expect(reply.json()).toMatchObject({
+      statusCodes: [200, 400, 404],
+      contacts: { 0: { id: first.id }, 1: { id: second.id } },
+    });
+    expect(simulator.records('contacts').map((contact) => contact.city)).toEqual(['Oslo', 'Lima']);
   });
 
   it('deletes by query ids, skips missing ones silently and keys by request position', async () => {
@@ -882,11 +910,11 @@ describe('batch endpoints', () => {
   it('answers unknown API paths with the exception controller 404', async () => {
     const { simulator, token } = await withToken();
 
-    const reply = await api(simulator, 'GET', '/api/notes', { token });
+    const reply = await api(simulator, 'GET', '/api/points/groups', { token });
 
     expect(reply.status).toBe(404);
     expect(reply.text).toBe(
-      '{"errors":[{"message":"Requested URL not found: \\/api\\/notes","code":404,"type":null}]}',
+      '{"errors":[{"message":"Requested URL not found: \\/api\\/points\\/groups","code":404,"type":null}]}',
     );
   });
 
@@ -913,18 +941,72 @@ describe('batch endpoints', () => {
     expect(list.json()).toMatchObject({ total: 1, lists: [{ id: 1, name: 'Newsletter' }] });
   });
 
-  it('always creates companies in batch/new', async () => {
+  it('refuses a second company of the same name, ignoring case and trailing spaces', async () => {
     const { simulator, token } = await withToken();
 
     const reply = await api(simulator, 'POST', '/api/companies/batch/new', {
       token,
-      body: [{ companyname: 'Acme' }, { companyname: 'Acme' }],
+      body: [{ companyname: 'Acme' }, { companyname: 'ACME  ' }, { companyname: 'Globex' }],
+    });
+    const rename = await api(simulator, 'PATCH', '/api/companies/batch/edit', {
+      token,
+      body: [{ id: 2, companyname: 'acme' }],
     });
 
+    const unique = {
+      code: 422,
+      message: 'companyname: This field must be unique.',
+      details: { companyname: ['This field must be unique.'] },
+      type: null,
+    };
     expect(reply.json()).toMatchObject({
-      statusCodes: [201, 201],
-      companies: [{ id: 1, fields: { all: { companyname: 'Acme' } } }, { id: 2 }],
+      statusCodes: [201, 422, 201],
+      companies: {
+        0: { id: 1, score: 0, fields: { all: { id: 1, companyname: 'Acme' } } },
+        2: { id: 2 },
+      },
+      errors: { 1: unique },
     });
+    // A refused edit item is still listed, as it was.
+    expect(rename.json()).toMatchObject({
+      statusCodes: [422],
+      companies: [{ id: 2, fields: { all: { companyname: 'Globex' } } }],
+      errors: [unique],
+    });
+    expect(simulator.records('companies').map((company) => company.companyname)).toEqual([
+      'Acme',
+      'Globex',
+    ]);
+  });
+
+  it('requires a company name and a valid company email, and writes blanks on PATCH', async () => {
+    const { simulator, token } = await withToken();
+
+    const created = await api(simulator, 'POST', '/api/companies/batch/new', {
+      token,
+      body: [{ companycity: 'Oslo' }, { companyname: 'Acme', companyemail: 'not-an-email' }],
+    });
+    const { id } = simulator.seed('companies', { companyname: 'Seed', companycity: 'Rome' });
+    const blanked = await api(simulator, 'PATCH', '/api/companies/batch/edit', {
+      token,
+      body: [{ id, companycity: '', companynumber_of_employees: 0 }],
+    });
+
+    expect(created.json()).toMatchObject({
+      statusCodes: [400, 400],
+      errors: [
+        {
+          code: 400,
+          message: 'companyname: This field is required.',
+          details: { companyname: ['This field is required.'] },
+        },
+        { code: 400, message: 'companyemail: not-an-email is invalid.' },
+      ],
+    });
+    expect(blanked.json()).toMatchObject({ statusCodes: [200] });
+    expect(simulator.records('companies')).toMatchObject([
+      { id, companyname: 'Seed', companycity: '', companynumber_of_employees: 0 },
+    ]);
   });
 });
 

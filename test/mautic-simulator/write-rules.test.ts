@@ -2,11 +2,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { applyTags, applyWrite, isNumericZero } from '../../mautic-simulator/write-rules.ts';
 
-const contact = { contact: true, customFields: true };
-const company = { contact: false, customFields: true };
-const segment = { contact: false, customFields: false };
+const contact = { style: 'contact' } as const;
+const plain = { style: 'plain' } as const;
 
-describe('applyWrite (docs/mautic.md §5.2, Mautic 5.x)', () => {
+describe('applyWrite (docs/mautic.md §5.2, Mautic 5.1.1)', () => {
   it('skips blanks on POST and PATCH unless overwriteWithBlank, and drops numeric zeros always', () => {
     const current = { firstname: 'Ann', city: 'Oslo', score: 5, rank: 2 };
     const submitted = { firstname: '', city: null, score: 0, rank: '0.5' };
@@ -16,7 +15,7 @@ describe('applyWrite (docs/mautic.md §5.2, Mautic 5.x)', () => {
         applyWrite(current, submitted, { ...contact, mode, overwriteWithBlank: false }),
       ).toEqual(current);
       expect(
-        applyWrite(current, submitted, { ...company, mode, overwriteWithBlank: true }),
+        applyWrite(current, submitted, { ...contact, mode, overwriteWithBlank: true }),
       ).toEqual({
         firstname: '',
         city: null,
@@ -43,14 +42,17 @@ describe('applyWrite (docs/mautic.md §5.2, Mautic 5.x)', () => {
     ).toEqual({ city: '', points: 0 });
   });
 
-  it('writes blanks and zeros on entities without custom fields (segments)', () => {
-    expect(
-      applyWrite(
-        { name: 'S', size: 3 },
-        { name: '', size: 0 },
-        { ...segment, mode: 'patch', overwriteWithBlank: false },
-      ),
-    ).toEqual({ name: '', size: 0 });
+  it('writes blanks and zeros on every other entity, companies included', () => {
+    // CompanyApiController::preSaveEntity calls setCustomFieldValues without the POST/PATCH flag.
+    for (const mode of ['post', 'patch'] as const) {
+      expect(
+        applyWrite(
+          { companyname: 'Acme', companycity: 'Oslo', size: 3 },
+          { companycity: '', size: 0 },
+          { ...plain, mode, overwriteWithBlank: false },
+        ),
+      ).toEqual({ companyname: 'Acme', companycity: '', size: 0 });
+    }
   });
 
   it("treats a contact's tags as operations on every method, other entities' as a field", () => {
@@ -78,7 +80,7 @@ describe('applyWrite (docs/mautic.md §5.2, Mautic 5.x)', () => {
       applyWrite(
         current,
         { tags: ['web'] },
-        { ...company, mode: 'patch', overwriteWithBlank: false },
+        { ...plain, mode: 'patch', overwriteWithBlank: false },
       ),
     ).toEqual({
       tags: ['web'],
@@ -89,6 +91,16 @@ describe('applyWrite (docs/mautic.md §5.2, Mautic 5.x)', () => {
     expect(applyTags(['b', 'x'], ' a , -x,c,, b')).toEqual(['a', 'b', 'c']);
     expect(applyTags(undefined, ['-gone', ' kept '])).toEqual(['kept']);
     expect(applyTags(['a'], [])).toEqual(['a']);
+  });
+
+  it('removes only a tag that existed before the item, by its exact name', () => {
+    // modifyTags looks the tags up once, before the first operation (issue 25, point 5).
+    expect(applyTags([], ['x', '-x'])).toEqual(['x']);
+    expect(applyTags([], ['x', '-x'], new Set(['x']))).toEqual([]);
+    expect(applyTags(['Newsletter'], ['-newsletter'], new Set(['Newsletter']))).toEqual([
+      'Newsletter',
+    ]);
+    expect(applyTags(['Newsletter'], ['-Newsletter'], new Set(['Newsletter']))).toEqual([]);
   });
 
   it('knows a numeric zero as PHP does: is_numeric and (int) 0', () => {
