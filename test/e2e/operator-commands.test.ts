@@ -139,6 +139,7 @@ describe('operator commands against npm start', () => {
         accessTokenSecondsLeft: expect.any(Number),
         refreshTokenSecondsLeft: null,
         updatedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
+        mauticVersion: '5.1.1',
       },
       dashboardUrl: null,
     });

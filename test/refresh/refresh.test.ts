@@ -101,6 +101,8 @@ describe('token refresher with a client_credentials credential', () => {
       accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
       obtainedWith: 'client_credentials',
       updatedAt: new Date(START).toISOString(),
+      // Mautic's Mautic-Version header, kept for status.
+      mauticVersion: '5.1.1',
     });
     expect(idle).toMatchObject({ action: 'none', why: 'fresh' });
     expect(second).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
