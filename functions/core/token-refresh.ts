@@ -1,7 +1,11 @@
 import { describeError, MauticTokenError } from './errors.ts';
 import type { Clock, MauticTokens, MetricsSink, StoredTokens, TokenGranter } from './ports.ts';
+import {
+  forcedFreshness,
+  LONGEST_SCHEDULE_SECONDS,
+  scheduledFreshness,
+} from './token-freshness.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
-import { usableFor } from './token-wait.ts';
 import {
   healPendingWrite,
   isDropOf,
@@ -39,10 +43,12 @@ export interface RefreshRequest {
    * tokens stale cause one refresh. Absent (the operator's `refresh`): the run always refreshes.
    */
   staleUpdatedAt?: string | null;
+  /** A scheduled run's period, as its rule says. @default LONGEST_SCHEDULE_SECONDS */
+  scheduleSeconds?: number;
 }
 
 export type RefreshOutcome = (
-  | { action: 'none'; why: 'fresh' | 'newer_stored' | 'superseded' }
+  | { action: 'none'; why: 'fresh' | 'written_recently' | 'newer_stored' | 'superseded' }
   | { action: 'refreshed'; grant: 'refresh_token' | 'client_credentials' }
   | { action: 'failed'; why: string }
 ) & { stored?: StoredTokens };
@@ -59,13 +65,14 @@ const DEFAULT_TOKEN_CALL_MS = 20_000;
  * succeeded, its stage move did not, and the container that made it may be gone) is made current
  * without any Mautic call, so its rotated refresh token is the one used from now on.
  *
- * Then reads the tokens; leaves them alone when the access token has more than
- * max(`refreshAheadSeconds`, half its lifetime) left and the run is not forced, or when a forced
- * run names stale tokens and finds others, still usable, stored. Otherwise refreshes: the refresh
- * grant while a refresh token is held and unexpired, `client_credentials` otherwise when the
- * credential allows it, and stores the result at once as a new version, compare-and-swapped
- * against the version read. Tokens that could not be stored are kept by this container and stored
- * first on its next run, and the pending version heals them in any other container.
+ * Then reads the tokens; leaves them alone on a scheduled run while they are fresh, or were
+ * written under 10 minutes ago and outlast the next scheduled run (token-freshness.ts: AWS asks
+ * for at most one write per secret every 10 minutes), or when a forced run names stale tokens and
+ * finds others, still usable, stored. Otherwise refreshes: the refresh grant while a refresh
+ * token is held and unexpired, `client_credentials` otherwise when the credential allows it, and
+ * stores the result at once as a new version, compare-and-swapped against the version read.
+ * Tokens that could not be stored are kept by this container and stored first on its next run,
+ * and the pending version heals them in any other container.
  *
  * One loss no writer can prevent: Mautic rotated the refresh token but its answer never arrived
  * (timeout, dropped connection). The old refresh token is then spent and the new one unknown, so
@@ -133,10 +140,10 @@ async function completeEarlierWrites(
 }
 
 /**
- * The outcome of a run that needs no token call: the access token has more than
- * `refreshAheadMs` left and the run is not forced, or a forced run names stale tokens and finds
- * others, still usable, stored (so many callers that found the same tokens stale cause one
- * refresh). Nothing when the run must refresh.
+ * The outcome of a run that needs no token call: a scheduled run whose tokens are not due
+ * (`scheduledFreshness`), or a forced run that names stale tokens and finds others, still usable,
+ * stored (so many callers that found the same tokens stale cause one refresh). Nothing when the
+ * run must refresh.
  */
 function keepStored(
   request: RefreshRequest,
@@ -145,24 +152,20 @@ function keepStored(
   deps: RefreshDeps,
 ): RefreshOutcome | undefined {
   if (!token) return undefined;
-  const msLeft = Date.parse(token.accessTokenExpiresAt) - now;
-  if (!request.force && msLeft > refreshAheadMs(token, deps)) {
-    reportLifetimes(token, now, deps.metrics);
-    return { action: 'none', why: 'fresh', stored: storedOf(token) };
-  }
-  if (
-    request.force &&
-    request.staleUpdatedAt !== undefined &&
-    token.updatedAt !== request.staleUpdatedAt &&
-    usableFor(token, now)
-  ) {
+  const why = request.force
+    ? forcedFreshness(token, now, request.staleUpdatedAt)
+    : scheduledFreshness(token, now, {
+        refreshAheadSeconds: deps.refreshAheadSeconds,
+        scheduleSeconds: request.scheduleSeconds ?? LONGEST_SCHEDULE_SECONDS,
+      });
+  if (why === 'due') return undefined;
+  if (why === 'newer_stored') {
     deps.logger.info('Forced refresh skipped: newer tokens than the caller had are stored', {
       reason: request.reason,
     });
-    reportLifetimes(token, now, deps.metrics);
-    return { action: 'none', why: 'newer_stored', stored: storedOf(token) };
   }
-  return undefined;
+  reportLifetimes(token, now, deps.metrics);
+  return { action: 'none', why, stored: storedOf(token) };
 }
 
 /** Reads the credential and makes the token call; a failure is the run's outcome. */
@@ -326,12 +329,6 @@ async function storeNewTokens(
     accessTokenExpiresAt: next.accessTokenExpiresAt,
   });
   return { action: 'refreshed', grant, stored: storedOf(next) };
-}
-
-/** Max(`refreshAheadSeconds`, half the access token's lifetime), so short lifetimes renew too. */
-function refreshAheadMs(token: TokenSecret, deps: Pick<RefreshDeps, 'refreshAheadSeconds'>) {
-  const lifetime = Date.parse(token.accessTokenExpiresAt) - Date.parse(token.updatedAt);
-  return Math.max(deps.refreshAheadSeconds * 1000, lifetime / 2);
 }
 
 /** A run that found newer tokens stored by someone else (another run, `authorize`): theirs stay. */

@@ -11,9 +11,11 @@ export type RefreshHandler = (
 ) => Promise<RefreshOutcome>;
 
 /**
- * The token refresher: run by an EventBridge schedule, or invoked (RequestResponse) by the batch
- * function with `{"force": true, "reason": "…", "staleUpdatedAt": "…"|null}` when its token is
- * missing, expired or refused, and by the operator's `refresh` command with no `staleUpdatedAt`.
+ * The token refresher: run by an EventBridge schedule, whose input says its period
+ * (`{"scheduleSeconds": 300}`: a run leaves recently written tokens to the next one), or
+ * invoked (RequestResponse) by the batch function with
+ * `{"force": true, "reason": "…", "staleUpdatedAt": "…"|null}` when its token is missing, expired
+ * or refused, and by the operator's `refresh` command with no `staleUpdatedAt`.
  * It answers the outcome and when the stored tokens were written and expire, never the tokens.
  * Where the environment reserves concurrency (`reservedConcurrency`), one run at a time; where it
  * does not, runs may overlap and race on the single-use refresh token, and the compare-and-swap
@@ -29,17 +31,20 @@ export function createRefreshHandler(deps: RefreshDeps): RefreshHandler {
 }
 
 function requestOf(event: unknown): RefreshRequest {
-  if (
-    typeof event === 'object' &&
-    event !== null &&
-    (event as { force?: unknown }).force === true
-  ) {
-    const { reason, staleUpdatedAt } = event as { reason?: unknown; staleUpdatedAt?: unknown };
+  const { force, reason, staleUpdatedAt, scheduleSeconds } = (
+    typeof event === 'object' && event !== null ? event : {}
+  ) as Record<string, unknown>;
+  if (force === true) {
     return {
       force: true,
       reason: typeof reason === 'string' ? reason.slice(0, 100) : 'on_demand',
       ...(typeof staleUpdatedAt === 'string' || staleUpdatedAt === null ? { staleUpdatedAt } : {}),
     };
   }
-  return { force: false, reason: 'schedule' };
+  // Without a period (the local stack's `{}`), the longest schedule is assumed.
+  return typeof scheduleSeconds === 'number' &&
+    Number.isInteger(scheduleSeconds) &&
+    scheduleSeconds > 0
+    ? { force: false, reason: 'schedule', scheduleSeconds }
+    : { force: false, reason: 'schedule' };
 }

@@ -12,6 +12,11 @@ import {
   parseSourcesDocument,
   type SourceDefinition,
 } from '../../functions/core/sources.ts';
+import {
+  type FreshnessPolicy,
+  keepsToWriteInterval,
+  MIN_SECRET_WRITE_INTERVAL_SECONDS,
+} from '../../functions/core/token-freshness.ts';
 import { DEFAULTS, MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
@@ -101,6 +106,7 @@ const settingsSchema = z.strictObject({
   /**
    * Mautic's access token lifetime, as its Configuration, API Settings, says ("Access token
    * lifetime (in minutes)", 60 by default): how often the refresher writes the token secret.
+   * `cdk synth` warns when it and `refreshSchedule` make that more than once per 10 minutes.
    */
   mauticAccessTokenLifetimeMinutes: z.number().int().min(1).max(525_600),
   /** Where alarms are e-mailed; empty for none (the SNS topic is created anyway). */
@@ -207,37 +213,35 @@ export function environmentSettings(name: unknown, environments: unknown): Relay
     );
   }
   checkPlaceholders(name, result.data);
-  checkSecretWrites(name, result.data.mauticAccessTokenLifetimeMinutes);
   return { ...result.data, name, retry, ...checkSources(name, result.data.sources) };
 }
 
-/**
- * AWS asks for at most one PutSecretValue per secret every 10 minutes: each write makes a
- * version, and a secret keeps a limited number of them.
- */
-export const MIN_SECRET_WRITE_INTERVAL_SECONDS = 600;
+/** The refresher's renewal policy in this environment: its schedule, and the default ahead time. */
+export function refreshPolicy(settings: Pick<RelaySettings, 'refreshSchedule'>): FreshnessPolicy {
+  // rate(1 minute) to rate(10 minutes), as the schema allows.
+  const minutes = Number(/\d+/.exec(settings.refreshSchedule)?.[0]);
+  return { refreshAheadSeconds: DEFAULTS.refreshAheadSeconds, scheduleSeconds: minutes * 60 };
+}
 
 /**
- * Refuses a token lifetime that would make the refresher write the token secret more often than
- * AWS asks. A scheduled run renews the access token once it has less than max(the refresher's
- * REFRESH_AHEAD_SECONDS, half its lifetime) left, so the secret is written every lifetime less
- * that, or a schedule's period later: hour-long tokens every half hour, 20-minute ones every 5 to
- * 10 minutes. The schedule (at most 10 minutes) always runs within that margin.
+ * What `cdk synth` warns of when the refresher, with this token lifetime and schedule, would
+ * write the token secret more often than AWS's one PutSecretValue per secret every 10 minutes:
+ * it renews tokens before they lapse all the same (functions/core/token-freshness.ts). Nothing
+ * when it keeps to it.
  */
-function checkSecretWrites(name: string, lifetimeMinutes: number): void {
-  const lifetime = lifetimeMinutes * 60;
-  const ahead = Math.max(DEFAULTS.refreshAheadSeconds, lifetime / 2);
-  if (lifetime - ahead >= MIN_SECRET_WRITE_INTERVAL_SECONDS) return;
-  const shortest = Math.ceil(
-    (DEFAULTS.refreshAheadSeconds + MIN_SECRET_WRITE_INTERVAL_SECONDS) / 60,
-  );
-  const often =
-    lifetime <= ahead
-      ? 'at every run of its schedule'
-      : `every ${Math.round((lifetime - ahead) / 60)} to ${Math.round((lifetime - ahead) / 60) + 10} minutes`;
-  throw new Error(
-    `Invalid settings for environment "${name}" in cdk.json: mauticAccessTokenLifetimeMinutes ${lifetimeMinutes}: the refresher renews an access token once it has less than ${DEFAULTS.refreshAheadSeconds / 60} minutes (or half its lifetime) left, so it would write the token secret ${often}, and AWS asks for at most one write per secret every ${MIN_SECRET_WRITE_INTERVAL_SECONDS / 60} minutes. Set Mautic's access token lifetime (Configuration, API Settings) to ${shortest} minutes or more, and this setting with it`,
-  );
+export function secretWriteWarning(
+  settings: Pick<RelaySettings, 'name' | 'refreshSchedule' | 'mauticAccessTokenLifetimeMinutes'>,
+): string | undefined {
+  const policy = refreshPolicy(settings);
+  const keeps = (minutes: number, scheduleSeconds = policy.scheduleSeconds) =>
+    keepsToWriteInterval(minutes * 60, { ...policy, scheduleSeconds });
+  const lifetime = settings.mauticAccessTokenLifetimeMinutes;
+  if (keeps(lifetime)) return undefined;
+  // Found by 21 minutes: 10 for the interval, 10 for the longest schedule, 1 for its slack.
+  let shortest = lifetime + 1;
+  while (!keeps(shortest)) shortest++;
+  const faster = keeps(lifetime, 60) ? ', or refreshSchedule to rate(1 minute)' : '';
+  return `Environment "${settings.name}": with mauticAccessTokenLifetimeMinutes ${lifetime} and refreshSchedule ${settings.refreshSchedule}, the refresher would write the token secret more often than AWS's one write per secret every ${MIN_SECRET_WRITE_INTERVAL_SECONDS / 60} minutes, to renew the tokens before they expire. Set Mautic's access token lifetime (Configuration, API Settings), and this setting with it, to ${shortest} minutes or more${faster}`;
 }
 
 /** A value the shipped `cdk.json` holds only to be replaced: example.com and its subdomains. */

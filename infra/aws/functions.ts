@@ -1,4 +1,4 @@
-import { Duration, type Stack } from 'aws-cdk-lib';
+import { Annotations, Duration, type Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -7,7 +7,7 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { metricsNamespace } from '../../functions/core/metrics.ts';
 import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
 import { ENV, secretNames } from '../../functions/shared/config.ts';
-import type { RelaySettings } from './environments.ts';
+import { type RelaySettings, refreshPolicy, secretWriteWarning } from './environments.ts';
 import { RelayFunction, type RelayFunctionProps } from './relay-function.ts';
 import type { RelayQueues, RelaySecrets } from './storage.ts';
 
@@ -73,10 +73,21 @@ function refreshFunction(
     'secretsmanager:PutSecretValue',
     'secretsmanager:UpdateSecretVersionStage',
   ]);
-  new events.Rule(stack, 'RefreshSchedule', {
+  const schedule = new events.Rule(stack, 'RefreshSchedule', {
     schedule: events.Schedule.expression(settings.refreshSchedule),
-    targets: [new targets.LambdaFunction(refresh.function, { retryAttempts: 0 })],
+    targets: [
+      new targets.LambdaFunction(refresh.function, {
+        retryAttempts: 0,
+        // Its period: a run leaves tokens written under 10 minutes ago to the next one, while
+        // they outlast it (functions/core/token-freshness.ts).
+        event: events.RuleTargetInput.fromObject({
+          scheduleSeconds: refreshPolicy(settings).scheduleSeconds,
+        }),
+      }),
+    ],
   });
+  const warning = secretWriteWarning(settings);
+  if (warning) Annotations.of(schedule).addWarningV2('mautic-relay:token-secret-writes', warning);
   return refresh;
 }
 

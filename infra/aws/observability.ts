@@ -14,8 +14,9 @@ import {
   metricsNamespace,
   type UnitOf,
 } from '../../functions/core/metrics.ts';
+import { fewestSecondsLeftOnSchedule } from '../../functions/core/token-freshness.ts';
 import { DEDUP_STORE_FAILED_EVENT } from '../../functions/shared/config.ts';
-import type { RelaySettings } from './environments.ts';
+import { type RelaySettings, refreshPolicy } from './environments.ts';
 import type { RelayFunctions } from './functions.ts';
 import type { RelayQueues } from './storage.ts';
 
@@ -33,6 +34,7 @@ interface Threshold<Name extends MetricName> {
 }
 
 /** Alarm thresholds that are facts of Mautic and of the design, not settings. */
+/** At most: a short token lifetime lowers it (tokenAlarms). */
 const ACCESS_TOKEN_ALARM: Threshold<'AccessTokenSecondsLeft'> = { unit: 'Seconds', value: 600 };
 const REFRESH_TOKEN_ALARM: Threshold<'RefreshTokenSecondsLeft'> = {
   unit: 'Seconds',
@@ -75,7 +77,7 @@ export function alarmsAndDashboard(
   const alarm = alarmsTo(stack, alarmTopic(stack, settings));
   queueAndFunctionAlarms(alarm, settings, watched);
   retryAlarms(alarm, settings, relayMetric, logMetric);
-  tokenAlarms(alarm, relayMetric, watched.functions);
+  tokenAlarms(alarm, settings, relayMetric, watched.functions);
   ingestAlarms(alarm, logMetric, watched);
   return dashboard(stack, settings, { relayMetric, logMetric }, watched);
 }
@@ -222,7 +224,20 @@ function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched
   );
 }
 
-function tokenAlarms(alarm: AlarmOn, relayMetric: RelayMetric, functions: Watched['functions']) {
+function tokenAlarms(
+  alarm: AlarmOn,
+  settings: RelaySettings,
+  relayMetric: RelayMetric,
+  functions: Watched['functions'],
+) {
+  // Below what a healthy refresher reports, which a short lifetime can bring under 600 s.
+  const accessTokenThreshold = Math.min(
+    ACCESS_TOKEN_ALARM.value,
+    fewestSecondsLeftOnSchedule(
+      settings.mauticAccessTokenLifetimeMinutes * 60,
+      refreshPolicy(settings),
+    ),
+  );
   alarm(
     'RefreshFailedAlarm',
     'Token refresh failed: the refresher log names the fix.',
@@ -246,7 +261,7 @@ function tokenAlarms(alarm: AlarmOn, relayMetric: RelayMetric, functions: Watche
     {
       // 15 minutes hold several scheduled runs: no data in that long means no refresher.
       metric: relayMetric('AccessTokenSecondsLeft', 'Minimum', Duration.minutes(15)),
-      threshold: ACCESS_TOKEN_ALARM.value,
+      threshold: accessTokenThreshold,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest-steps.ts';
 import { environmentSettings, PLACEHOLDER_ACCOUNT } from '../../infra/aws/environments.ts';
@@ -226,19 +226,76 @@ describe('alarms that see a stuck queue', () => {
 });
 
 describe('token secret writes within AWS’s guidance', () => {
-  const lifetime = (minutes: number) => () =>
-    environmentSettings('dev', {
-      dev: { ...environments.dev, mauticAccessTokenLifetimeMinutes: minutes },
-    });
+  const TOKEN_SECRET_WRITES = 'mautic-relay:token-secret-writes';
+  const stackOf = (overrides: Record<string, unknown>) => relayStack('dev', overrides).stack;
+  const warnings = (overrides: Record<string, unknown>) =>
+    Annotations.fromStack(stackOf(overrides)).findWarning('*', Match.anyValue());
+  const accessTokenThreshold = (t: Template) =>
+    Object.entries(t.findResources('AWS::CloudWatch::Alarm')).find(([id]) =>
+      id.startsWith('AccessTokenAlarm'),
+    )?.[1].Properties.Threshold;
 
-  it('refuses an access token lifetime that would write the token secret more often than every 10 minutes', () => {
-    expect(lifetime(20)).toThrow(
-      'Invalid settings for environment "dev" in cdk.json: mauticAccessTokenLifetimeMinutes 20: the refresher renews an access token once it has less than 15 minutes (or half its lifetime) left, so it would write the token secret every 5 to 15 minutes, and AWS asks for at most one write per secret every 10 minutes. Set Mautic\'s access token lifetime (Configuration, API Settings) to 25 minutes or more, and this setting with it',
+  it('warns at synth, and still synthesizes, when a lifetime and schedule make more than one write per 10 minutes', () => {
+    const annotations = Annotations.fromStack(
+      stackOf({ mauticAccessTokenLifetimeMinutes: 10, refreshSchedule: 'rate(5 minutes)' }),
     );
-    expect(lifetime(10)).toThrow(/would write the token secret at every run of its schedule/);
-    expect(lifetime(24)).toThrow(/25 minutes or more/);
-    for (const minutes of [25, 30, 60, 1440]) expect(lifetime(minutes)).not.toThrow();
-    for (const name of Object.keys(environments))
+
+    annotations.hasWarning(
+      '/MauticRelay-dev/RefreshSchedule',
+      `Environment "dev": with mauticAccessTokenLifetimeMinutes 10 and refreshSchedule rate(5 minutes), the refresher would write the token secret more often than AWS's one write per secret every 10 minutes, to renew the tokens before they expire. Set Mautic's access token lifetime (Configuration, API Settings), and this setting with it, to 16 minutes or more [ack: ${TOKEN_SECRET_WRITES}]`,
+    );
+    // Where a faster schedule would do, the warning says so.
+    expect(
+      warnings({ mauticAccessTokenLifetimeMinutes: 15 }).map((w) => w.entry.data),
+    ).toContainEqual(
+      expect.stringMatching(/to 16 minutes or more, or refreshSchedule to rate\(1 minute\) \[ack/),
+    );
+  });
+
+  it('warns exactly when the refresher’s policy cannot keep to 10 minutes between writes', () => {
+    const cases: Array<[minutes: number, schedule: string, warns: boolean]> = [
+      [20, 'rate(5 minutes)', false],
+      [16, 'rate(5 minutes)', false],
+      [15, 'rate(5 minutes)', true],
+      [12, 'rate(1 minute)', false],
+      [11, 'rate(1 minute)', true],
+      [21, 'rate(10 minutes)', false],
+      [20, 'rate(10 minutes)', true],
+      [1, 'rate(1 minute)', true],
+    ];
+    for (const [minutes, refreshSchedule, warns] of cases) {
+      const found = warnings({ mauticAccessTokenLifetimeMinutes: minutes, refreshSchedule });
+      expect(found.length, `${minutes} minutes, ${refreshSchedule}`).toBe(warns ? 1 : 0);
+    }
+    for (const name of Object.keys(environments)) {
+      expect(
+        Annotations.fromStack(relayStack(name).stack).findWarning('*', Match.anyValue()),
+      ).toEqual([]);
       expect(environments[name]?.mauticAccessTokenLifetimeMinutes).toBe(60);
+    }
+  });
+
+  it('tells each scheduled run its period, for the refresher to leave recent tokens to the next', () => {
+    for (const [refreshSchedule, seconds] of [
+      ['rate(1 minute)', 60],
+      ['rate(5 minutes)', 300],
+      ['rate(10 minutes)', 600],
+    ] as const) {
+      template('dev', { refreshSchedule }).hasResourceProperties('AWS::Events::Rule', {
+        ScheduleExpression: refreshSchedule,
+        Targets: [Match.objectLike({ Input: JSON.stringify({ scheduleSeconds: seconds }) })],
+      });
+    }
+  });
+
+  it('keeps AccessTokenAlarm below what a healthy refresher reports: 600 s, less for short lifetimes', () => {
+    expect(accessTokenThreshold(template('prod'))).toBe(600);
+    expect(accessTokenThreshold(template('dev', { mauticAccessTokenLifetimeMinutes: 20 }))).toBe(
+      600,
+    );
+    // Put off while more than the next run (300 s) and its slack (60 s) is left.
+    expect(accessTokenThreshold(template('dev', { mauticAccessTokenLifetimeMinutes: 16 }))).toBe(
+      360,
+    );
   });
 });

@@ -1,12 +1,18 @@
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type FreshnessPolicy,
+  fewestSecondsLeftOnSchedule,
+  keepsToWriteInterval,
+  MIN_SECRET_WRITE_INTERVAL_SECONDS,
+} from '../../functions/core/token-freshness.ts';
+import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
-import { MIN_SECRET_WRITE_INTERVAL_SECONDS } from '../../infra/aws/environments.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,
 } from '../../infra/local/secrets-manager-fake.ts';
-import { startMauticSimulator } from '../../mautic-simulator/server.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import {
   authorizedTokens,
   captureOutput,
@@ -17,10 +23,10 @@ import {
 } from '../support/refresh.ts';
 
 /**
- * What `cdk synth` assumes of the refresher (infra/aws/environments.ts, checkSecretWrites): on
- * its schedule alone, it writes the token secret once a token lifetime less
- * max(REFRESH_AHEAD_SECONDS, half the lifetime), so 25-minute tokens and longer keep to AWS's one
- * PutSecretValue per 10 minutes, and 20-minute ones do not.
+ * AWS asks for at most one PutSecretValue per secret every 10 minutes. The refresher's scheduled
+ * runs keep to it (functions/core/token-freshness.ts) while renewing tokens before they expire,
+ * and `cdk synth` warns of a lifetime and schedule that cannot (keepsToWriteInterval): both are
+ * measured here against the simulator, with the Secrets Manager stand-in.
  */
 
 let fake: SecretsManagerFake;
@@ -36,35 +42,63 @@ afterAll(async () => {
   await fake.close();
 });
 
-/** The seconds between the refresher's writes over 3 hours of runs every `scheduleSeconds`. */
-async function writeIntervals(lifetimeSeconds: number, scheduleSeconds: number) {
-  let now = Date.parse('2026-11-21T00:00:00Z');
-  const clock = () => now;
-  const sim = await startMauticSimulator({
+const START = Date.parse('2026-11-21T00:00:00Z');
+
+/** An environment whose tokens `authorize` stored at `clock()`, its refresher, and the simulator. */
+async function authorized(lifetimeSeconds: number, clock: () => number) {
+  const sim: MauticSimulator = await startMauticSimulator({
     now: clock,
     clients: [NON_ADMIN],
     accessTokenLifetimeSeconds: lifetimeSeconds,
   });
-  captureOutput();
+  const tokens = await authorizedTokens(sim, clock);
+  const ids = await createEnvironment(
+    client,
+    {
+      baseUrl: sim.url,
+      clientId: NON_ADMIN.clientId,
+      clientSecret: NON_ADMIN.clientSecret,
+      grantType: 'authorization_code',
+    },
+    tokens,
+  );
+  return { sim, tokens, run: refresher(client, ids, clock) };
+}
+
+const secondsLeftReported = (output: string[]) =>
+  output
+    .filter((line) => line.includes('"_aws"'))
+    .map((line) => (JSON.parse(line) as Record<string, number | undefined>).AccessTokenSecondsLeft)
+    .filter((value) => value !== undefined);
+
+/**
+ * The refresher on a schedule of `scheduleSeconds`, its first run `offsetSeconds` after the
+ * tokens `authorize` stored, until it has written three times: the seconds between writes
+ * (`authorize`'s included), what the token each write replaced had left, and the fewest seconds
+ * left any run reported.
+ */
+async function onSchedule(lifetimeSeconds: number, scheduleSeconds: number, offsetSeconds: number) {
+  let now = START;
+  const clock = () => now;
+  const output = captureOutput();
+  const { sim, tokens, run } = await authorized(lifetimeSeconds, clock);
   try {
-    const ids = await createEnvironment(
-      client,
-      {
-        baseUrl: sim.url,
-        clientId: NON_ADMIN.clientId,
-        clientSecret: NON_ADMIN.clientSecret,
-        grantType: 'authorization_code',
-      },
-      await authorizedTokens(sim, clock),
-    );
-    const run = refresher(client, ids, clock);
-    const writes: number[] = [now];
-    const end = now + 3 * 3_600_000;
-    while (now < end) {
+    let written = { at: now, expiresAt: Date.parse(tokens.accessTokenExpiresAt) };
+    const intervals: number[] = [];
+    const leftAtWrites: number[] = [];
+    now += offsetSeconds * 1000;
+    for (let runs = 0; intervals.length < 3 && runs < 60; runs++) {
+      const outcome = await run({ scheduleSeconds });
+      expect(outcome.action).not.toBe('failed');
+      if (outcome.action === 'refreshed' && outcome.stored) {
+        intervals.push((now - written.at) / 1000);
+        leftAtWrites.push((written.expiresAt - now) / 1000);
+        written = { at: now, expiresAt: Date.parse(outcome.stored.accessTokenExpiresAt) };
+      }
       now += scheduleSeconds * 1000;
-      if ((await run({})).action === 'refreshed') writes.push(now);
     }
-    return writes.slice(1).map((at, i) => (at - (writes[i] ?? at)) / 1000);
+    expect(intervals).toHaveLength(3);
+    return { intervals, leftAtWrites, fewestLeft: Math.min(...secondsLeftReported(output)) };
   } finally {
     await sim.close();
   }
@@ -72,25 +106,128 @@ async function writeIntervals(lifetimeSeconds: number, scheduleSeconds: number) 
 
 describe('the refresher’s writes on its schedule', () => {
   it.each([
-    [25, 60],
-    [25, 600],
+    // cdk synth stays quiet: one write per 10 minutes at most, whatever the runs' phase.
     [60, 300],
+    [25, 600],
+    [21, 600],
+    [20, 300],
+    [16, 300],
+    [12, 60],
+    // cdk synth warns: renewing before expiry takes writes less than 10 minutes apart.
+    [20, 600],
+    [15, 300],
+    [11, 60],
+    [10, 300],
   ])(
-    'keeps to one write per 10 minutes with %i-minute tokens, run every %i s',
+    'with %i-minute tokens, run every %i s: as often as cdk synth says, never letting a token lapse',
     async (minutes, schedule) => {
-      const intervals = await writeIntervals(minutes * 60, schedule);
+      const policy: FreshnessPolicy = {
+        refreshAheadSeconds: DEFAULTS.refreshAheadSeconds,
+        scheduleSeconds: schedule,
+      };
+      const runs = [];
+      for (const phase of [1, 0.37, 0.71, 0.95])
+        runs.push(await onSchedule(minutes * 60, schedule, Math.round(phase * schedule)));
+      const intervals = runs.flatMap((r) => r.intervals);
 
-      expect(intervals.length).toBeGreaterThan(2);
-      expect(Math.min(...intervals)).toBeGreaterThanOrEqual(MIN_SECRET_WRITE_INTERVAL_SECONDS);
-      // And renews before expiry: never later than the lifetime.
-      expect(Math.max(...intervals)).toBeLessThan(minutes * 60);
+      expect(Math.min(...intervals) >= MIN_SECRET_WRITE_INTERVAL_SECONDS).toBe(
+        keepsToWriteInterval(minutes * 60, policy),
+      );
+      // Every write came before the token it replaced expired, with the next run's slack to spare.
+      expect(Math.min(...runs.flatMap((r) => r.leftAtWrites))).toBeGreaterThan(0);
+      // The AccessTokenAlarm's threshold (at most this) is never crossed by a healthy refresher.
+      expect(Math.min(...runs.map((r) => r.fewestLeft))).toBeGreaterThanOrEqual(
+        fewestSecondsLeftOnSchedule(minutes * 60, policy),
+      );
     },
   );
+});
 
-  it('writes more often with 20-minute tokens, which cdk synth refuses', async () => {
-    const intervals = await writeIntervals(20 * 60, 60);
+describe('a scheduled run that finds tokens due', () => {
+  async function twentyMinuteTokens() {
+    let now = START;
+    const env = await authorized(20 * 60, () => now);
+    return { ...env, at: (seconds: number) => (now = START + seconds * 1000) };
+  }
+  const storedOf = (tokens: TokenSecret) => ({
+    updatedAt: tokens.updatedAt,
+    accessTokenExpiresAt: tokens.accessTokenExpiresAt,
+  });
 
-    expect(Math.min(...intervals)).toBeLessThan(MIN_SECRET_WRITE_INTERVAL_SECONDS);
-    expect(DEFAULTS.refreshAheadSeconds).toBe(900);
+  it('leaves them to the next run while they were written under 10 minutes ago', async () => {
+    const output = captureOutput();
+    const { sim, tokens, run, at } = await twentyMinuteTokens();
+    try {
+      at(300);
+      // Less than max(900 s, half the lifetime) is left (900 s): due, but written 5 minutes ago.
+      const recent = await run({ scheduleSeconds: 300 });
+      at(600);
+      const renewed = await run({ scheduleSeconds: 300 });
+
+      expect(recent).toEqual({
+        action: 'none',
+        why: 'written_recently',
+        stored: storedOf(tokens),
+      });
+      expect(renewed).toMatchObject({ action: 'refreshed', grant: 'refresh_token' });
+      expect(secondsLeftReported(output)).toEqual([900, 1200]);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('renews them at once when they would expire before the next scheduled run could', async () => {
+    let now = START;
+    const a = await authorized(10 * 60, () => now);
+    const b = await authorized(10 * 60, () => now);
+    try {
+      now = START + 300_000;
+      // 300 s left: a run in 300 s (and its 60 s of slack) would come too late; one in 60 s not.
+      expect(await a.run({ scheduleSeconds: 300 })).toMatchObject({ action: 'refreshed' });
+      expect(await b.run({ scheduleSeconds: 60 })).toMatchObject({
+        action: 'none',
+        why: 'written_recently',
+      });
+      now = START + 480_000;
+      expect(await b.run({ scheduleSeconds: 60 })).toMatchObject({ action: 'refreshed' });
+    } finally {
+      await a.sim.close();
+      await b.sim.close();
+    }
+  });
+
+  it('assumes the longest schedule, 10 minutes, when it is not told its own (the local stack)', async () => {
+    const { sim, run, at } = await twentyMinuteTokens();
+    try {
+      at(300);
+      const recent = await run({});
+      // 640 s left: less than the 600 s of a 10-minute schedule and its 60 s of slack.
+      at(560);
+      const renewed = await run({ 'detail-type': 'Scheduled Event' });
+
+      expect(recent).toMatchObject({ action: 'none', why: 'written_recently' });
+      expect(renewed).toMatchObject({ action: 'refreshed' });
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('never holds back a forced run: the batch function’s stale token, or the operator’s refresh', async () => {
+    const { sim, tokens, run, at } = await twentyMinuteTokens();
+    try {
+      at(300);
+      const forced = await run({
+        force: true,
+        reason: 'refused',
+        staleUpdatedAt: tokens.updatedAt,
+      });
+      at(301);
+      const operator = await run({ force: true, reason: 'operator' });
+
+      expect(forced).toMatchObject({ action: 'refreshed' });
+      expect(operator).toMatchObject({ action: 'refreshed' });
+    } finally {
+      await sim.close();
+    }
   });
 });
