@@ -50,6 +50,11 @@ function onceEach(tell: (value: string) => void): (value: string) => void {
  */
 export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdges) {
   const clock = edges.clock ?? Date;
+  // Mautic's version, as its last answer named it: logged once per version, read by the delivery.
+  const mauticVersion: { value?: string } = {};
+  const logVersion = onceEach((version) =>
+    edges.logger.info("Mautic's version", { event: 'mautic_version', mauticVersion: version }),
+  );
   const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
   const handler = createBatchHandler({
     api: new MauticApiClient({
@@ -59,9 +64,10 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       // them at its margin), so the longest Lambda timeout is only an outer bound.
       timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
       now: () => clock.now(),
-      onVersion: onceEach((version) =>
-        edges.logger.info("Mautic's version", { event: 'mautic_version', mauticVersion: version }),
-      ),
+      onVersion: (version) => {
+        mauticVersion.value = version.slice(0, 64);
+        logVersion(mauticVersion.value);
+      },
     }),
     // Waits for the refresher instead of giving events back (contract §2).
     tokens: new WaitingTokenSource({
@@ -87,6 +93,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     // Lives as long as the container, like Mautic's limit it learned.
     learnedLimit: { value: undefined },
     namedPause: {},
+    mauticVersion,
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       batchSize: config.batchSize,

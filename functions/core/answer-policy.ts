@@ -19,18 +19,17 @@ import type { ItemResult } from './ports.ts';
 /**
  * The items of a failed call that must not be sent again, with their outcome: the creates Mautic
  * may have applied without saying so (a 5xx other than the over-limit one, a 2xx it cannot read,
- * a timeout or a dropped connection after sending), unless Mautic upserts them (a contact with
- * an email), so a repeat is harmless (contract §2, "No blind re-send").
+ * a timeout or a dropped connection after sending), unless a repeat cannot double them
+ * (`isUpserted`) (contract §2, "No blind re-send").
  */
 export function unrepeatable<T extends { payload: Record<string, unknown> }>(
   error: unknown,
-  entity: string,
-  action: Action,
+  call: { entity: string; action: Action; mauticVersion?: string | undefined },
   items: ReadonlyArray<T>,
 ): { items: T[]; outcome: MessageOutcome } | undefined {
-  if (action !== 'create' || !possiblyApplied(error)) return undefined;
+  if (call.action !== 'create' || !possiblyApplied(error)) return undefined;
   return {
-    items: items.filter((item) => !isUpserted(entity, item.payload)),
+    items: items.filter((item) => !isUpserted(call.entity, item.payload, call.mauticVersion)),
     outcome: ambiguousCreate(`its answer cannot tell (${describeError(error)})`),
   };
 }
@@ -79,21 +78,23 @@ export function ambiguousAction(action: Action, why: string): MessageOutcome {
 
 /**
  * Whether a repeat of the create is harmless: Mautic upserts a contact with an email, and
- * refuses a company whose name another company has (Mautic 5: names are unique, ignoring case
- * and trailing spaces), so neither is doubled; a refused repeat is dead-lettered `duplicate`.
+ * Mautic 5 (the version its answers name) refuses a company whose name another company has
+ * (names are unique, ignoring case and trailing spaces, while `companyname` is a unique
+ * identifier field, as it ships), so neither is doubled: a refused repeat is dead-lettered
+ * `duplicate`. With another or an unknown version, a company create is not repeated.
  */
-export function isUpserted(entity: string, payload: Record<string, unknown>): boolean {
-  const key =
-    entity === 'contacts'
-      ? payload.email
-      : entity === 'companies'
-        ? payload.companyname
-        : undefined;
-  return typeof key === 'string' && key.trim() !== '';
+export function isUpserted(
+  entity: string,
+  payload: Record<string, unknown>,
+  mauticVersion?: string,
+): boolean {
+  const filled = (value: unknown) => typeof value === 'string' && value.trim() !== '';
+  if (entity === 'contacts') return filled(payload.email);
+  return entity === 'companies' && /^5\./.test(mauticVersion ?? '') && filled(payload.companyname);
 }
 
 /** Mautic's refusal of a value another record holds: `companyname: This field must be unique.` */
-const UNIQUE_REFUSAL = /^(\w+): This field must be unique\.?$/;
+const UNIQUE_REFUSAL = /^(\w+): This field must be unique\./;
 
 /** Per-item statuses that mean "never going to work". */
 const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
@@ -117,7 +118,7 @@ export function decideItem(
     // Another record holds the value (a company's name, a contact's email on an edit).
     const field = duplicate[1] as string;
     const value = JSON.stringify(item.payload?.[field] ?? null);
-    const message = `${result.message} Another record has ${field} ${value}.`;
+    const message = `${result.message} Another record has ${field} ${value} (ignoring case and trailing spaces), perhaps this event's own earlier try.`;
     return {
       kind: 'settle',
       outcome: { kind: 'rejected', reason: 'duplicate', status: result.status, message },

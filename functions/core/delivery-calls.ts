@@ -68,6 +68,8 @@ export interface DeliveryDeps {
    * as the container, so no later run of it calls Mautic before then either.
    */
   namedPause?: { until?: number | undefined };
+  /** Mautic's version as its last answer named it (`Mautic-Version`), for the company rule. */
+  mauticVersion?: { value?: string | undefined };
 }
 
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */

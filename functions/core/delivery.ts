@@ -329,7 +329,8 @@ class DeliveryRun {
 
   /** Settles the items that must not be sent again (a create Mautic may have applied); the rest. */
   #setAsideUnrepeatable(chunk: Chunk, items: PlannedItem[], error: unknown): PlannedItem[] {
-    const unsafe = unrepeatable(error, chunk.entity, chunk.action, items);
+    const mauticVersion = this.#deps.mauticVersion?.value;
+    const unsafe = unrepeatable(error, { ...chunk, mauticVersion }, items);
     if (unsafe === undefined) return items;
     this.#settle(unsafe.items, unsafe.outcome);
     return items.filter((item) => !unsafe.items.includes(item));
@@ -349,7 +350,8 @@ class DeliveryRun {
     items.forEach((item, index) => {
       const decision = decideItem(results[index], {
         merged: item.parts !== undefined,
-        unrepeatable: creates && !isUpserted(chunk.entity, item.payload),
+        unrepeatable:
+          creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
         payload: item.payload,
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);

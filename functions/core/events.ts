@@ -92,6 +92,10 @@ function checkEvent(event: EventShape, ctx: z.RefinementCtx): void {
   checkReference(event, issue);
   if (event.entity !== 'contacts' || event.data === undefined) return;
   const email = event.data.email;
+  // A blank email on an edit is what Mautic's validator skips (it clears the field only under
+  // overwriteWithBlank); a create needs one.
+  const blank = email === undefined || email === null || email === '';
+  if (blank && event.action !== 'create') return;
   if (email === undefined) {
     if (event.action === 'create') issue(['data', 'email'], 'is required to create a contact');
   } else if (typeof email !== 'string' || !isMauticEmail(email.trim())) {

@@ -87,6 +87,25 @@ describe('queuedEventSchema', () => {
     expect(result.success).toBe(false);
   });
 
+  it('lets an edit carry a blank email, which Mautic skips (or clears under overwriteWithBlank); a create may not', () => {
+    const event = (action: 'create' | 'edit', email: unknown) =>
+      queuedEventSchema.safeParse(
+        queued({
+          entity: 'contacts',
+          action,
+          ...(action === 'edit' ? { id: 7 } : {}),
+          data: { email },
+        }),
+      ).success;
+
+    expect([
+      event('edit', ''),
+      event('edit', null),
+      event('create', ''),
+      event('create', null),
+    ]).toEqual([true, true, false, false]);
+  });
+
   it('describes issues by path and message without echoing values', () => {
     const result = queuedEventSchema.safeParse(
       queued({ entity: 'contacts', action: 'create', data: { email: 'secret-looking-value' } }),

@@ -93,13 +93,35 @@ describe('a create Mautic may have saved before a 5xx (no doubling)', () => {
     },
   );
 
-  it('sends a company create again after a 5xx: on Mautic 5 a repeat is refused as a duplicate, never doubled', async () => {
+  it('sends a company create again after a 5xx on Mautic 5 (the version its answers named): a repeat cannot double it', async () => {
+    deps.mauticVersion = { value: '5.1.1' };
     sim.inject({ path: '/api/companies/batch/new' }, { status: 502, body: '' }, 1);
 
     const outcomes = await deliver([company('Acme')]);
 
     expect(outcomes.map((o) => o.kind)).toEqual(['delivered']);
     expect(apiCalls('/api/companies/batch/new')).toHaveLength(2);
+  });
+
+  it('dead-letters the repeat of a company create Mautic applied but answered unreadably as duplicate: one company', async () => {
+    deps.mauticVersion = { value: '5.1.1' };
+    sim.failAfterApply({ path: '/api/companies/batch/new' }, 'garble');
+
+    const [outcome] = await deliver([company('Acme')]);
+
+    expect(outcome).toMatchObject({ kind: 'rejected', reason: 'duplicate', status: 422 });
+    expect(sim.records('companies').filter((c) => c.companyname === 'Acme')).toHaveLength(1);
+  });
+
+  it('does not repeat a company create when Mautic named no version, or another than 5', async () => {
+    for (const mauticVersion of [{}, { value: '7.0.0' }]) {
+      deps.mauticVersion = mauticVersion;
+      sim.inject({ path: '/api/companies/batch/new' }, { status: 502, body: '' }, 1);
+
+      const [outcome] = await deliver([company(`Acme ${mauticVersion.value ?? 'unknown'}`)]);
+
+      expect(outcome).toMatchObject({ kind: 'rejected', reason: 'ambiguous_result' });
+    }
   });
 
   it('still retries a 503 that says when to come back (the server took no request)', async () => {
