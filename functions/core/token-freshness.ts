@@ -17,7 +17,7 @@ export const MIN_SECRET_WRITE_INTERVAL_SECONDS = 600;
 
 /**
  * The longest schedule the stack allows (`rate(10 minutes)`): what a scheduled run that is not
- * told its schedule (the local stack's) assumes, which only makes it put off fewer renewals.
+ * told its schedule assumes, which only makes it put off fewer renewals on the stack's schedules.
  */
 export const LONGEST_SCHEDULE_SECONDS = 600;
 

@@ -8,10 +8,10 @@ import {
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 import {
   healPendingWrite,
-  isDropOf,
+  racingWrite,
   requestTokenFor,
+  storeGranted,
   type TokenWriteDeps,
-  write,
   writeOrKeep,
 } from './token-writes.ts';
 
@@ -26,6 +26,8 @@ export interface RefreshDeps extends TokenWriteDeps {
   refreshTokenLifetimeSeconds: number;
   /** What is left of this run's time (Lambda's `getRemainingTimeInMillis`). */
   remainingMs?: () => number;
+  /** The pause between reads of the secret after Mautic refuses the refresh token (`racingWrite`). */
+  sleep: (ms: number) => Promise<void>;
   /** The command that authorizes this relay again, for the log. @default "npx mautic-relay authorize" */
   authorizeCommand?: string | undefined;
 }
@@ -80,9 +82,10 @@ const DEFAULT_TOKEN_CALL_MS = 20_000;
  * resulting `invalid_grant` says to run `authorize`.
  *
  * A refused refresh token (`invalid_grant`) falls back to `client_credentials` for such a
- * credential; for an `authorization_code` credential the dead refresh token is removed from the
- * secret, so no further token calls are made until `authorize` stores new tokens, and every run
- * says so (metric and an ERROR log naming the fix). Network errors and 5xx wait for the next run.
+ * credential; for an `authorization_code` credential, unless a racing run's tokens appear within
+ * 3 s (`racingWrite`), the dead refresh token is removed from the secret, so no further token
+ * calls are made until `authorize` stores new tokens, and every run says so (metric and an ERROR
+ * log naming the fix). Network errors and 5xx wait for the next run.
  */
 export async function refreshTokens(
   request: RefreshRequest,
@@ -125,9 +128,10 @@ async function completeEarlierWrites(
 ): Promise<CurrentTokens | RefreshOutcome> {
   const pending = deps.unsaved.value;
   if (pending) {
-    const stored = await write(pending, deps);
-    if (stored === 'failed') return failed(pending.token, now, deps, 'write_failed');
+    // Kept again if it fails; written over a racing run's drop of the refresh token it spent.
     deps.unsaved.value = undefined;
+    const stored = await storeGranted(pending, deps);
+    if (stored.result === 'failed') return failed(pending.token, now, deps, 'write_failed');
   }
 
   const current = await deps.vault.readToken();
@@ -240,9 +244,11 @@ async function grantFailed(
   deps: RefreshDeps,
 ): Promise<RefreshOutcome> {
   if (isInvalidGrant(error) && token) {
-    // Another run may have spent it, and stored what Mautic rotated it to: nothing to fix then.
-    const latest = await deps.vault.readToken();
-    if (latest.versionId !== versionId) return superseded(latest.token);
+    // A racing run may have spent it and be storing what Mautic rotated it to: theirs are kept,
+    // and nobody is paged. Only a refusal no newer tokens follow is a loss.
+    const racing = await racingWrite(versionId, deps, (ms) => canWait(ms, deps));
+    if (typeof racing === 'string') return failed(token, now, deps, racing);
+    if (racing) return superseded(racing.token);
     // Dropping the dead refresh token is what stops further calls until `authorize` is run;
     // if the write fails it is kept and retried before any token call.
     const { refreshToken: _dead, refreshTokenExpiresAt: _expiry, ...rest } = token;
@@ -272,10 +278,15 @@ async function grantFailed(
   return failed(token, now, deps, 'transient');
 }
 
+/** Whether `ms` more can be spent waiting and still leave the time a write needs. */
+function canWait(ms: number, deps: RefreshDeps): boolean {
+  return deps.remainingMs === undefined || deps.remainingMs() - ms > WRITE_RESERVE_MS;
+}
+
 /**
  * Stores new tokens at once as a new version, compare-and-swapped against the version read, and
  * reports them. Someone else's write in between (`authorize`) wins: theirs are kept; but not a
- * racing run's drop of the refresh token this call spent (`isDropOf`): ours go on top of it.
+ * racing run's drop of the refresh token this call spent: ours go on top of it (`storeGranted`).
  */
 async function storeNewTokens(
   request: RefreshRequest,
@@ -299,27 +310,17 @@ async function storeNewTokens(
     updatedAt: new Date(tokens.obtainedAt).toISOString(),
     ...(tokens.mauticVersion ? { mauticVersion: tokens.mauticVersion } : {}),
   };
-  let stored = await writeOrKeep(
-    { token: next, requestToken: requestTokenFor(versionId, next), basedOn: versionId },
+  const stored = await storeGranted(
+    {
+      token: next,
+      requestToken: requestTokenFor(versionId, next),
+      basedOn: versionId,
+      spent: token,
+    },
     deps,
   );
-  if (stored === 'superseded') {
-    const theirs = await deps.vault.readToken();
-    // A racing run's drop of the refresh token this call spent: ours go on top of it.
-    if (!isDropOf(theirs.token, token)) {
-      deps.logger.warn(
-        'New tokens were stored by someone else meanwhile (authorize?); keeping theirs',
-      );
-      return superseded(theirs.token);
-    }
-    const basedOn = theirs.versionId;
-    stored = await writeOrKeep(
-      { token: next, requestToken: requestTokenFor(basedOn, next), basedOn },
-      deps,
-    );
-    if (stored === 'superseded') return superseded((await deps.vault.readToken()).token);
-  }
-  if (stored === 'failed') return failed(token, now, deps, 'write_failed');
+  if (stored.result === 'superseded') return superseded(stored.theirs);
+  if (stored.result === 'failed') return failed(token, now, deps, 'write_failed');
   deps.metrics.addMetric('TokenRefreshed', 'Count', 1);
   reportLifetimes(next, now, deps.metrics);
   deps.logger.info('Mautic tokens refreshed', {

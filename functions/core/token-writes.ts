@@ -13,6 +13,11 @@ interface UnsavedWrite {
   token: TokenSecret;
   requestToken: string;
   basedOn: string | undefined;
+  /**
+   * The tokens read before the token call that gave `token`, whose refresh token it spent: a
+   * racing run's drop of them (`isDropOf`) is written over, not taken for a newer write.
+   */
+  spent?: TokenSecret | undefined;
 }
 
 export interface TokenWriteDeps {
@@ -72,6 +77,63 @@ export async function healPendingWrite(
   return { token: pending.token, versionId: pending.versionId };
 }
 
+/** How long apart, and how many times, a run whose refresh token was refused reads again. */
+const RACING_WRITE_POLL_MS = 500;
+const RACING_WRITE_POLLS = 6;
+
+/**
+ * What a racing run stored after Mautic refused this run's refresh token (`invalid_grant`): the
+ * run it raced (no reserved concurrency) may have spent that token and be storing what Mautic
+ * rotated it to. Reads the secret again every 500 ms for up to 3 s (less when `mayWait` says the
+ * run's time runs short): that answer and its write take well under that. Then completes a
+ * pending version built on the version read (the racer's put made, its stage move not yet),
+ * whose label the drop's own put would take. Nothing: no newer tokens, the refusal stands.
+ */
+export async function racingWrite(
+  versionRead: string | undefined,
+  deps: TokenWriteDeps & { sleep: (ms: number) => Promise<void> },
+  mayWait: (ms: number) => boolean,
+): Promise<{ token: TokenSecret | undefined } | 'write_failed' | 'pending_unreadable' | undefined> {
+  for (let poll = 0; poll <= RACING_WRITE_POLLS; poll++) {
+    const latest = await deps.vault.readToken();
+    if (latest.versionId !== versionRead) return { token: latest.token };
+    if (poll === RACING_WRITE_POLLS || !mayWait(RACING_WRITE_POLL_MS)) break;
+    await deps.sleep(RACING_WRITE_POLL_MS);
+  }
+  const healed = await healPendingWrite(versionRead, deps);
+  if (healed === 'failed') return 'write_failed';
+  if (healed === 'unknown') return 'pending_unreadable';
+  return healed && { token: healed.token };
+}
+
+/**
+ * Stores tokens a token call gave, keeping them for the next run if the write fails. A write by
+ * someone else in between (`authorize`) wins: `superseded`, with theirs; but not a racing run's
+ * drop of the refresh token the call spent (`isDropOf` of `spent`): these go on top of it. The
+ * same holds when this container stores its kept tokens on its next run.
+ */
+export async function storeGranted(
+  unsaved: UnsavedWrite,
+  deps: TokenWriteDeps,
+): Promise<
+  { result: 'written' | 'failed' } | { result: 'superseded'; theirs: TokenSecret | undefined }
+> {
+  const first = await writeOrKeep(unsaved, deps);
+  if (first !== 'superseded') return { result: first };
+  const theirs = await deps.vault.readToken();
+  if (!isDropOf(theirs.token, unsaved.spent)) {
+    deps.logger.warn(
+      'New tokens were stored by someone else meanwhile (authorize?); keeping theirs',
+    );
+    return { result: 'superseded', theirs: theirs.token };
+  }
+  const basedOn = theirs.versionId;
+  const onTop = { ...unsaved, requestToken: requestTokenFor(basedOn, unsaved.token), basedOn };
+  const second = await writeOrKeep(onTop, deps);
+  if (second !== 'superseded') return { result: second };
+  return { result: 'superseded', theirs: (await deps.vault.readToken()).token };
+}
+
 /** Writes, keeping the tokens for the next run if the write fails. */
 export async function writeOrKeep(
   unsaved: UnsavedWrite,
@@ -83,7 +145,7 @@ export async function writeOrKeep(
 }
 
 /** Writes, trying once more when the first attempt fails. */
-export async function write(
+async function write(
   unsaved: UnsavedWrite,
   deps: TokenWriteDeps,
 ): Promise<'written' | 'superseded' | 'failed'> {
@@ -109,7 +171,7 @@ export async function write(
  * the one Mautic answers second is refused, because the first spent it, and may store that drop
  * before the first stores the rotated tokens; those must then go on top of it, not be lost.
  */
-export function isDropOf(theirs: TokenSecret | undefined, base: TokenSecret | undefined): boolean {
+function isDropOf(theirs: TokenSecret | undefined, base: TokenSecret | undefined): boolean {
   return (
     theirs !== undefined &&
     base?.refreshToken !== undefined &&

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
@@ -40,6 +41,7 @@ export function buildRefreshHandler(config: Readonly<RefreshConfig>, edges: Refr
     refreshAheadSeconds: config.refreshAheadSeconds,
     refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
     authorizeCommand: edges.authorizeCommand,
+    sleep: (ms) => sleep(ms),
     // Tokens that could not be stored, kept for the life of the container.
     unsaved: { value: undefined },
   });

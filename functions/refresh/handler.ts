@@ -41,7 +41,7 @@ function requestOf(event: unknown): RefreshRequest {
       ...(typeof staleUpdatedAt === 'string' || staleUpdatedAt === null ? { staleUpdatedAt } : {}),
     };
   }
-  // Without a period (the local stack's `{}`), the longest schedule is assumed.
+  // Without a period (a rule with no input), the longest schedule the stack allows is assumed.
   return typeof scheduleSeconds === 'number' &&
     Number.isInteger(scheduleSeconds) &&
     scheduleSeconds > 0

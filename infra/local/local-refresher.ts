@@ -14,11 +14,18 @@ import type {
 export class LocalRefresher implements RefreshRequester {
   readonly #run: (event: unknown) => Promise<RefreshReport>;
   readonly #logger: Logger;
+  readonly #scheduleSeconds: number;
   #running: Promise<RefreshReport> | undefined;
 
-  constructor(run: (event: unknown) => Promise<RefreshReport>, logger: Logger) {
+  /** `scheduleSeconds`: the timer's period (`REFRESH_INTERVAL_SECONDS`), told to scheduled runs. */
+  constructor(
+    run: (event: unknown) => Promise<RefreshReport>,
+    logger: Logger,
+    scheduleSeconds: number,
+  ) {
     this.#run = run;
     this.#logger = logger;
+    this.#scheduleSeconds = scheduleSeconds;
   }
 
   /** One run with this event, or 'busy'; a failed run rejects. */
@@ -33,10 +40,13 @@ export class LocalRefresher implements RefreshRequester {
     }
   }
 
-  /** A scheduled run: skipped while another runs, its failure logged. */
+  /**
+   * A scheduled run, told its period as the cloud's rule input tells it (a run puts off a renewal
+   * only to a next run that comes in time): skipped while another runs, its failure logged.
+   */
   async scheduled(): Promise<void> {
     try {
-      await this.invoke({});
+      await this.invoke({ scheduleSeconds: this.#scheduleSeconds });
     } catch (error) {
       this.#logger.error('The refresher failed', { error: String(error) });
     }

@@ -230,6 +230,7 @@ async function start(
   const refresher = new LocalRefresher(
     (event) => refresh(event, lambdaContext('refresh', 30_000)),
     logger,
+    config.REFRESH_INTERVAL_SECONDS,
   );
   await refresher.scheduled();
   const timer = setInterval(

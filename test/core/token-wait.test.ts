@@ -87,9 +87,11 @@ function refresherWithReservedConcurrency(): LocalRefresher {
       metrics: { addMetric: () => {} },
       refreshAheadSeconds: 900,
       refreshTokenLifetimeSeconds: 1_209_600,
+      // Only a refused refresh token makes it pause (real time); client_credentials has none.
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       unsaved: { value: undefined },
     });
-  return new LocalRefresher(run, logger);
+  return new LocalRefresher(run, logger, 300);
 }
 
 const source = (refresher: RefreshRequester, pause: (ms: number) => Promise<void> = sleep) =>

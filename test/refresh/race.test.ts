@@ -22,6 +22,9 @@ import {
  * second (invalid_grant). Whatever the order of their writes, the rotated refresh token must
  * end in the secret, or only a new authorization helps. The compare-and-swap writes (token-writes.ts)
  * keep the refresher the single writer that matters: each write is made on the version it read.
+ * And the refused run pages nobody (needs_authorize, RefreshTokenSecondsLeft 0) when the rotated
+ * tokens are stored within its bounded re-read of the secret (3 s): only a refusal no newer
+ * tokens follow is a loss.
  */
 
 const START = Date.parse('2026-11-21T00:00:00Z');
@@ -102,6 +105,39 @@ async function environment() {
   return { tokens, ids };
 }
 
+/** Calls `then` once, after the `nth` (from 1) call `picks` has been answered. */
+function afterNthCall(
+  client: SecretsManagerClient,
+  nth: number,
+  picks: (command: string, input: { SecretId?: string; VersionStage?: string }) => boolean,
+  then: () => void,
+) {
+  let seen = 0;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      if (
+        picks(
+          String(context.commandName),
+          args.input as { SecretId?: string; VersionStage?: string },
+        )
+      ) {
+        seen++;
+        if (seen === nth) then();
+      }
+      return result;
+    },
+    { step: 'initialize', name: 'afterNthCall' },
+  );
+}
+
+const pages = () => ({
+  needsAuthorize: output.filter((line) => line.includes('needs_authorize')),
+  refreshTokenGone: output.filter((line) => line.includes('"RefreshTokenSecondsLeft":0')),
+  failed: output.filter((line) => line.includes('"TokenRefreshFailed"')),
+});
+const noPages = { needsAuthorize: [], refreshTokenGone: [], failed: [] };
+
 const stored = (tokenSecretId: string) =>
   JSON.parse(fake.current(tokenSecretId) ?? 'null') as TokenSecret;
 const tokenCalls = () => sim.requests.filter((r) => r.path === '/oauth/v2/token');
@@ -114,15 +150,46 @@ async function expectLiveRefreshToken(ids: { clientSecretId: string; tokenSecret
 }
 
 describe('two refreshers racing on one refresh token, without reserved concurrency', () => {
+  it('makes the loser keep the winner’s tokens, paging nobody, when the winner stores them just after Mautic refused the loser', async () => {
+    const { tokens, ids } = await environment();
+    const winner = heldClient((command) => command === 'PutSecretValueCommand');
+    const winning = refresher(winner.client, ids, clock)({});
+    await winner.holding;
+    // The winner's write goes ahead 300 ms after the loser's first read of the tokens after its
+    // refusal (its second token read of the run): long after the loser would have dropped them.
+    const loser = plainClient();
+    afterNthCall(
+      loser,
+      2,
+      (command, input) =>
+        command === 'GetSecretValueCommand' &&
+        input.SecretId === ids.tokenSecretId &&
+        input.VersionStage === undefined,
+      () => setTimeout(winner.release, 300),
+    );
+
+    const lost = await refresher(loser, ids, clock)({});
+    const won = await winning;
+
+    expect(won).toMatchObject({ action: 'refreshed', grant: 'refresh_token' });
+    expect(lost).toMatchObject({ action: 'none', why: 'superseded' });
+    expect(pages()).toEqual(noPages);
+    const after = stored(ids.tokenSecretId);
+    expect(after.refreshToken).toMatch(/^[A-Za-z0-9_-]{86}$/);
+    expect(after.refreshToken).not.toBe(tokens.refreshToken);
+    expect(tokenCalls().map((call) => call.status)).toEqual([200, 200, 400]);
+    await expectLiveRefreshToken(ids);
+  });
+
   it('keeps the rotated refresh token when the loser drops the spent one before the winner stores it', async () => {
     const { tokens, ids } = await environment();
-    // The winner's writes wait until the loser has finished.
+    // The winner's writes wait until the loser has finished: longer than the loser's re-read.
     const winner = heldClient((command) => command === 'PutSecretValueCommand');
     const winning = refresher(winner.client, ids, clock)({});
     await winner.holding;
 
     const lost = await refresher(plainClient(), ids, clock)({});
-    // The loser found no newer tokens stored yet: it dropped the refresh token Mautic refused.
+    // No newer tokens within its re-read: the loser dropped the refresh token Mautic refused.
     expect(lost).toMatchObject({ action: 'failed', why: 'needs_authorize' });
     expect(stored(ids.tokenSecretId)).not.toHaveProperty('refreshToken');
     winner.release();
@@ -156,6 +223,30 @@ describe('two refreshers racing on one refresh token, without reserved concurren
     expect(stored(ids.tokenSecretId)).toEqual(winners);
     expect(output.join('\n')).not.toContain('needs_authorize');
     expect(output.filter((line) => line.includes('"RefreshTokenSecondsLeft":0'))).toEqual([]);
+    await expectLiveRefreshToken(ids);
+  });
+
+  it('keeps the winner’s rotated refresh token when its write failed and the loser’s drop came before its next run', async () => {
+    const { tokens, ids } = await environment();
+    const winner = refresher(plainClient(), ids, clock);
+    // Both tries of the winner's write fail: it keeps the rotated tokens for its next run.
+    fake.failNext('PutSecretValue', 2, { code: 'AccessDeniedException', status: 400 });
+    const unsaved = await winner({});
+    expect(unsaved).toMatchObject({ action: 'failed', why: 'write_failed' });
+
+    // Nothing newer appears within the loser's re-read: a loss as far as it can tell.
+    const lost = await refresher(plainClient(), ids, clock)({});
+    expect(lost).toMatchObject({ action: 'failed', why: 'needs_authorize' });
+    expect(stored(ids.tokenSecretId)).not.toHaveProperty('refreshToken');
+
+    now += 300_000;
+    const next = await winner({});
+
+    expect(next).toMatchObject({ action: 'none', why: 'fresh' });
+    const after = stored(ids.tokenSecretId);
+    expect(after.refreshToken).toMatch(/^[A-Za-z0-9_-]{86}$/);
+    expect(after.refreshToken).not.toBe(tokens.refreshToken);
+    expect(tokenCalls().map((call) => call.status)).toEqual([200, 200, 400]);
     await expectLiveRefreshToken(ids);
   });
 

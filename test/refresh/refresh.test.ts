@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -381,6 +382,7 @@ describe('a write left half-finished heals in a new container', () => {
       metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
       refreshAheadSeconds: 900,
       refreshTokenLifetimeSeconds: 1_209_600,
+      sleep,
       unsaved: { value: undefined },
     });
 
@@ -547,6 +549,7 @@ describe('forced runs and writes', () => {
       metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
       refreshAheadSeconds: 900,
       refreshTokenLifetimeSeconds: 1_209_600,
+      sleep,
       unsaved: { value: undefined },
     });
 
@@ -587,6 +590,7 @@ describe('forced runs and writes', () => {
       metrics: new Metrics({ namespace: 'MauticBatchRelayTest', serviceName: 'refresh-test' }),
       refreshAheadSeconds: 900,
       refreshTokenLifetimeSeconds: 1_209_600,
+      sleep,
       unsaved: { value: undefined },
     });
     now += 3_000_000;

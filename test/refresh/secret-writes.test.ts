@@ -5,9 +5,12 @@ import {
   fewestSecondsLeftOnSchedule,
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
+  scheduledFreshness,
 } from '../../functions/core/token-freshness.ts';
+import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
+import { LocalRefresher } from '../../infra/local/local-refresher.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,
@@ -143,6 +146,40 @@ describe('the refresher’s writes on its schedule', () => {
   );
 });
 
+describe('room for a failed scheduled renewal (docs/tokens.md)', () => {
+  /**
+   * The fewest seconds left when the run after a failed renewal comes, over every phase of the
+   * schedule: the renewal is the first run that finds the tokens due.
+   */
+  function leftAtRetry(lifetimeSeconds: number, scheduleSeconds: number): number {
+    const policy = { refreshAheadSeconds: DEFAULTS.refreshAheadSeconds, scheduleSeconds };
+    const token = {
+      updatedAt: new Date(START).toISOString(),
+      accessTokenExpiresAt: new Date(START + lifetimeSeconds * 1000).toISOString(),
+    };
+    let fewest = Number.POSITIVE_INFINITY;
+    for (let phase = 1; phase <= scheduleSeconds; phase++) {
+      let at = phase;
+      // Bounded: an expired token is always due.
+      while (scheduledFreshness(token, START + at * 1000, policy) !== 'due') at += scheduleSeconds;
+      fewest = Math.min(fewest, lifetimeSeconds - at - scheduleSeconds);
+    }
+    return fewest;
+  }
+
+  it.each([
+    [1, 13],
+    [5, 21],
+    [10, 42],
+  ])(
+    'with runs every %i minutes, leaves the retry a minute from %i-minute tokens on, not below',
+    (minutes, shortest) => {
+      expect(leftAtRetry(shortest * 60, minutes * 60)).toBeGreaterThanOrEqual(60);
+      expect(leftAtRetry((shortest - 1) * 60, minutes * 60)).toBeLessThan(60);
+    },
+  );
+});
+
 describe('a scheduled run that finds tokens due', () => {
   async function twentyMinuteTokens() {
     let now = START;
@@ -196,7 +233,7 @@ describe('a scheduled run that finds tokens due', () => {
     }
   });
 
-  it('assumes the longest schedule, 10 minutes, when it is not told its own (the local stack)', async () => {
+  it('assumes the longest schedule, 10 minutes, when it is not told its own', async () => {
     const { sim, run, at } = await twentyMinuteTokens();
     try {
       at(300);
@@ -207,6 +244,32 @@ describe('a scheduled run that finds tokens due', () => {
 
       expect(recent).toMatchObject({ action: 'none', why: 'written_recently' });
       expect(renewed).toMatchObject({ action: 'refreshed' });
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it('is told the local timer’s period, REFRESH_INTERVAL_SECONDS, under npm start: an hourly timer renews what a 10-minute schedule would leave', async () => {
+    const { sim, tokens, run, at } = await twentyMinuteTokens();
+    const ran: RefreshOutcome[] = [];
+    const local = new LocalRefresher(
+      async (event) => {
+        const outcome = await run(event);
+        ran.push(outcome);
+        return outcome;
+      },
+      { info: () => {}, warn: () => {}, error: () => {} },
+      3600,
+    );
+    try {
+      // 900 s left, written 5 minutes ago: put off on a 10-minute schedule, not on an hourly one.
+      at(300);
+      await local.scheduled();
+
+      expect(ran).toEqual([
+        expect.objectContaining({ action: 'refreshed', grant: 'refresh_token' }),
+      ]);
+      expect(ran[0]?.stored?.updatedAt).not.toBe(tokens.updatedAt);
     } finally {
       await sim.close();
     }
