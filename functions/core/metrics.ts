@@ -100,7 +100,7 @@ export const METRICS = {
     madeBy: 'logFilter',
     service: 'batch',
     means:
-      'A Mautic call that failed as a whole (network, timeout, 401, 403, 429, 5xx): a log line with event mautic_call_failed.',
+      'A Mautic call attempt that failed as a whole (network, timeout, 401, 403, 429, 5xx, a 400, 413 or 422 refusing the whole call): a log line with event mautic_call_failed.',
   },
   DeadLetterSendsFailed: {
     unit: 'Count',

@@ -1,4 +1,4 @@
-import { Duration, type Stack } from 'aws-cdk-lib';
+import { Annotations, Duration, type Stack } from 'aws-cdk-lib';
 import type * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -18,6 +18,14 @@ import { fewestSecondsLeftOnSchedule } from '../../functions/core/token-freshnes
 import { DEDUP_STORE_FAILED_EVENT } from '../../functions/shared/config.ts';
 import { type RelaySettings, refreshPolicy } from './environments.ts';
 import type { RelayFunctions } from './functions.ts';
+import {
+  type AlarmOn,
+  above,
+  FIVE_MINUTES,
+  type LogMetric,
+  type RelayMetric,
+  retryAlarms,
+} from './retry-alarms.ts';
 import type { RelayQueues } from './storage.ts';
 
 /** What the alarms and the dashboard watch. */
@@ -49,9 +57,6 @@ const UNITS: Readonly<Record<MetricUnit, { cloudwatch: cloudwatch.Unit; label: s
   Seconds: { cloudwatch: cloudwatch.Unit.SECONDS, label: 's' },
 };
 
-const FIVE_MINUTES = Duration.minutes(5);
-const FIFTEEN_MINUTES = Duration.minutes(15);
-
 /**
  * The log lines each metric filter counts: their stable `event` field, and the metric's value
  * (a field of the line, or 1 a line).
@@ -81,14 +86,6 @@ export function alarmsAndDashboard(
   ingestAlarms(alarm, logMetric, watched);
   return dashboard(stack, settings, { relayMetric, logMetric }, watched);
 }
-
-type RelayMetric = (name: MetricName, statistic: string, period?: Duration) => cloudwatch.Metric;
-type LogMetric = (name: LogFilterMetricName, period?: Duration) => cloudwatch.Metric;
-type AlarmOn = (
-  id: string,
-  description: string,
-  props: Omit<cloudwatch.AlarmProps, 'alarmDescription'>,
-) => cloudwatch.Alarm;
 
 /** A metric of the catalog, where and how its emitter writes it. */
 function relayMetrics(namespace: string): RelayMetric {
@@ -132,6 +129,12 @@ function alarmTopic(stack: Stack, settings: RelaySettings): sns.Topic {
   });
   if (settings.alarmEmail)
     topic.addSubscription(new subscriptions.EmailSubscription(settings.alarmEmail));
+  else if (settings.retainData)
+    // An environment that keeps its data is someone's production: its alarms would page no one.
+    Annotations.of(topic).addWarningV2(
+      'mautic-relay:no-alarm-email',
+      `Environment "${settings.name}" keeps its data (retainData) but has no alarmEmail: its alarms page no one. Set alarmEmail, or subscribe to its Alarms topic another way`,
+    );
   return topic;
 }
 
@@ -141,52 +144,6 @@ function alarmsTo(stack: Stack, topic: sns.Topic): AlarmOn {
     created.addAlarmAction(new actions.SnsAction(topic));
     return created;
   };
-}
-
-/** An alarm on any data point above `threshold` in one period; no data is no alarm. */
-function above(metric: cloudwatch.IMetric, threshold = 0) {
-  return {
-    metric,
-    threshold,
-    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-    evaluationPeriods: 1,
-    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-  };
-}
-
-/**
- * What a stuck queue looks like from the batch function: events it keeps sending back, their
- * age since their first receive, the failed Mautic calls, and dead letters it could not send.
- */
-function retryAlarms(
-  alarm: AlarmOn,
-  settings: RelaySettings,
-  relayMetric: RelayMetric,
-  logMetric: LogMetric,
-) {
-  alarm(
-    'RetriedEventAgeAlarm',
-    'Events sent back for a later try have waited longer than oldestEventAlarmSeconds since their first receive: Mautic down, refusing the token, rate limiting, or an entity-wide 403. See the batch log (events_retried, mautic_call_failed).',
-    above(relayMetric('OldestRetriedEventAge', 'Maximum'), settings.oldestEventAlarmSeconds),
-  );
-  alarm(
-    'EventsRetriedAlarm',
-    'Events were sent back for a later try in every quarter hour for 45 minutes: deliveries keep failing. See the batch log (events_retried: the reasons).',
-    {
-      ...above(relayMetric('EventsRetried', 'Sum', FIFTEEN_MINUTES)),
-      evaluationPeriods: 3,
-    },
-  );
-  alarm(
-    'MauticCallsFailedAlarm',
-    'Mautic calls failed as a whole in two quarter hours in a row (network, timeout, 401, 403, 429, 5xx): the batch log’s mautic_call_failed lines name the error.',
-    { ...above(logMetric('MauticCallsFailed', FIFTEEN_MINUTES)), evaluationPeriods: 2 },
-  );
-  alarm(
-    'DeadLetterSendFailedAlarm',
-    'The batch function could not send dead letters (event dead_letter_failed): those events stay on the events queue and are tried again; check the dead-letter queue and the batch role.',
-    above(logMetric('DeadLetterSendsFailed')),
-  );
 }
 
 function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched: Watched) {

@@ -78,7 +78,7 @@ export class RelayStack extends Stack {
     new CfnOutput(this, 'WebhookSecretName', { value: names.webhook });
     // refresh --env invokes the refresher by this name.
     new CfnOutput(this, 'RefreshFunctionName', { value: this.refresh.function.functionName });
-    // doctor --env counts back what the refresher and this function already reserve.
+    // For the operator: the function whose log and metrics the stuck-queue alarms read.
     new CfnOutput(this, 'BatchFunctionName', { value: this.batch.function.functionName });
     new CfnOutput(this, 'DashboardName', { value: dashboardName });
     // sources and redrive --env read the sources document the ingest runs with from it.

@@ -6,13 +6,18 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import {
+  type CloudFormationClient,
+  DescribeStacksCommand,
+  ListStackResourcesCommand,
+} from '@aws-sdk/client-cloudformation';
 import {
   GetAccountSettingsCommand,
   GetFunctionConcurrencyCommand,
   type LambdaClient,
 } from '@aws-sdk/client-lambda';
 import { DescribeSecretCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GetCallerIdentityCommand, type STSClient } from '@aws-sdk/client-sts';
 import { secretNames, sourceSecretName } from '../../functions/shared/config.ts';
 import {
   environmentSettings,
@@ -30,6 +35,7 @@ const MAUTIC_TIMEOUT_MS = 10_000;
 
 /** What the checks talk to; the command passes clients of the environment's region. */
 export interface DoctorDeps {
+  sts: Pick<STSClient, 'send'>;
   lambda: Pick<LambdaClient, 'send'>;
   secrets: Pick<SecretsManagerClient, 'send'>;
   cloudFormation: Pick<CloudFormationClient, 'send'>;
@@ -63,13 +69,36 @@ export function doctorSettings(environment: string, directory: string): RelaySet
   }
 }
 
+/**
+ * A stack that CloudFormation has but that was never deployed: a change set never executed, or a
+ * first deploy that failed and rolled back (the next deploy deletes it and starts again). Its
+ * functions are gone; the secrets it made are kept (they are retained, and their names fixed).
+ */
+const NEVER_DEPLOYED = new Set([
+  'REVIEW_IN_PROGRESS',
+  'CREATE_FAILED',
+  'ROLLBACK_IN_PROGRESS',
+  'ROLLBACK_FAILED',
+  'ROLLBACK_COMPLETE',
+]);
+
+/** The environment's stack, if CloudFormation has one: its name, status, and whether it is up. */
+interface StackState {
+  name: string;
+  status: string;
+  deployed: boolean;
+}
+
 /** Runs every check; none stops the others. */
 export async function runDoctor(settings: RelaySettings, deps: DoctorDeps): Promise<DoctorCheck[]> {
-  const stack = await deployedStack(settings.name, deps.cloudFormation);
+  const [caller, stack] = await Promise.all([
+    callerAccount(deps.sts),
+    stackState(settings.name, deps.cloudFormation),
+  ]);
   return [
-    binding(settings),
-    await concurrency(settings, stack, deps.lambda),
-    await secrets(settings, stack !== undefined, deps.secrets),
+    binding(settings, caller),
+    await concurrency(settings, stack, deps),
+    await secrets(settings, stack, deps.secrets),
     await mautic(settings.mauticBaseUrl, deps.fetch),
   ];
 }
@@ -86,36 +115,44 @@ export function doctorLines(checks: DoctorCheck[], settings: RelaySettings): str
   ];
 }
 
-function binding(settings: RelaySettings): DoctorCheck {
+/** The account of the credentials the SDK finds here (STS needs no permission for it). */
+async function callerAccount(sts: DoctorDeps['sts']): Promise<string> {
+  return (await sts.send(new GetCallerIdentityCommand({}))).Account ?? '';
+}
+
+/** cdk.json names a real account, and the credentials here are of it. */
+function binding(settings: RelaySettings, caller: string): DoctorCheck {
   if (settings.account === PLACEHOLDER_ACCOUNT) {
     return {
       check: 'binding',
       ok: false,
-      detail: `cdk.json binds ${settings.name} to the placeholder account ${PLACEHOLDER_ACCOUNT}: set "account" (and "region") to yours; cdk deploy refuses credentials of another account.`,
+      detail: `cdk.json binds ${settings.name} to the placeholder account ${PLACEHOLDER_ACCOUNT}: set "account" (and "region") to yours (the credentials here are of ${caller}); cdk deploy refuses credentials of another account.`,
+    };
+  }
+  if (caller !== settings.account) {
+    return {
+      check: 'binding',
+      ok: false,
+      detail: `the credentials here are of account ${caller}, but cdk.json binds ${settings.name} to ${settings.account}: cdk deploy would refuse them, and the other checks looked at ${caller}. Use credentials of ${settings.account} (AWS_PROFILE), or correct "account" in cdk.json.`,
     };
   }
   return {
     check: 'binding',
     ok: true,
-    detail: `cdk deploy goes to ${settings.account} in ${settings.region} and refuses credentials of another account; these checks ran in ${settings.region}.`,
+    detail: `the credentials here are of ${settings.account}, the account cdk.json binds ${settings.name} to; cdk deploy goes to ${settings.region} there, and these checks ran there.`,
   };
 }
 
-/** The environment's stack, by its outputs; undefined before its first deploy. */
-async function deployedStack(
+/** The environment's stack; undefined when CloudFormation has none. */
+async function stackState(
   environment: string,
   cloudFormation: DoctorDeps['cloudFormation'],
-): Promise<Map<string, string> | undefined> {
+): Promise<StackState | undefined> {
+  const name = `MauticRelay-${environment}`;
   try {
-    const { Stacks } = await cloudFormation.send(
-      new DescribeStacksCommand({ StackName: `MauticRelay-${environment}` }),
-    );
-    return new Map(
-      (Stacks?.[0]?.Outputs ?? []).map((output) => [
-        output.OutputKey ?? '',
-        output.OutputValue ?? '',
-      ]),
-    );
+    const { Stacks } = await cloudFormation.send(new DescribeStacksCommand({ StackName: name }));
+    const status = Stacks?.[0]?.StackStatus ?? '';
+    return { name, status, deployed: !NEVER_DEPLOYED.has(status) };
   } catch (error) {
     if ((error as Error).name === 'ValidationError' && /does not exist/.test(String(error)))
       return undefined;
@@ -130,14 +167,14 @@ async function deployedStack(
  */
 async function concurrency(
   settings: RelaySettings,
-  stack: Map<string, string> | undefined,
-  lambda: DoctorDeps['lambda'],
+  stack: StackState | undefined,
+  { lambda, cloudFormation }: Pick<DoctorDeps, 'lambda' | 'cloudFormation'>,
 ): Promise<DoctorCheck> {
   const { AccountLimit } = await lambda.send(new GetAccountSettingsCommand({}));
   const limit = AccountLimit?.ConcurrentExecutions ?? 0;
   const unreserved = AccountLimit?.UnreservedConcurrentExecutions ?? limit;
   const needed = settings.reservedConcurrency ? 1 + settings.maxConcurrency : 0;
-  const own = await reservedByStack(stack, lambda);
+  const own = stack?.deployed ? await reservedByStack(stack.name, { lambda, cloudFormation }) : 0;
   const left = unreserved + own - needed;
   if (needed > 0 && left < MIN_UNRESERVED_CONCURRENCY) {
     return {
@@ -162,31 +199,52 @@ async function concurrency(
   };
 }
 
-/** What the stack's refresher and batch function reserve now (nothing before its first deploy). */
+/** Pages of a stack's resources read at most: the relay's stack has fewer than one page. */
+const MAX_RESOURCE_PAGES = 10;
+
+/**
+ * What the stack's functions reserve now, found among its resources (not its outputs, which an
+ * earlier version's stack may lack).
+ */
 async function reservedByStack(
-  stack: Map<string, string> | undefined,
-  lambda: DoctorDeps['lambda'],
+  stackName: string,
+  { lambda, cloudFormation }: Pick<DoctorDeps, 'lambda' | 'cloudFormation'>,
 ): Promise<number> {
-  const names = ['RefreshFunctionName', 'BatchFunctionName']
-    .map((key) => stack?.get(key))
-    .filter((name): name is string => name !== undefined && name !== '');
+  const names: string[] = [];
+  let NextToken: string | undefined;
+  for (let page = 0; page < MAX_RESOURCE_PAGES; page++) {
+    const listed = await cloudFormation.send(
+      new ListStackResourcesCommand({ StackName: stackName, NextToken }),
+    );
+    for (const resource of listed.StackResourceSummaries ?? [])
+      if (resource.ResourceType === 'AWS::Lambda::Function' && resource.PhysicalResourceId)
+        names.push(resource.PhysicalResourceId);
+    NextToken = listed.NextToken;
+    if (NextToken === undefined) break;
+  }
   const reserved = await Promise.all(
-    names.map(
-      async (FunctionName) =>
-        (await lambda.send(new GetFunctionConcurrencyCommand({ FunctionName })))
-          .ReservedConcurrentExecutions ?? 0,
-    ),
+    names.map(async (FunctionName) => {
+      try {
+        const found = await lambda.send(new GetFunctionConcurrencyCommand({ FunctionName }));
+        return found.ReservedConcurrentExecutions ?? 0;
+      } catch (error) {
+        // Deleted by an update in progress: it reserves nothing.
+        if ((error as Error).name === 'ResourceNotFoundException') return 0;
+        throw error;
+      }
+    }),
   );
   return reserved.reduce((sum, n) => sum + n, 0);
 }
 
 /**
  * The stack's secrets have fixed names: before its first deploy none may exist (one a teardown
- * kept makes the deploy fail "already exists"), and once deployed each must.
+ * or a failed first deploy kept makes the deploy fail "already exists"), and once deployed each
+ * must.
  */
 async function secrets(
   settings: RelaySettings,
-  deployed: boolean,
+  stack: StackState | undefined,
   client: DoctorDeps['secrets'],
 ): Promise<DoctorCheck> {
   const names = secretNames(settings.name);
@@ -196,6 +254,7 @@ async function secrets(
     names.webhook,
     ...settings.sources.map((source) => sourceSecretName(settings.name, source.name)),
   ];
+  const deployed = stack?.deployed === true;
   const found = await Promise.all(all.map((name) => secretState(name, client)));
   const problems = all.flatMap((name, i) => {
     const state = found[i];
@@ -203,10 +262,7 @@ async function secrets(
       return [
         `${name} is scheduled for deletion, which keeps its name taken: restore it, or delete it for good (aws secretsmanager delete-secret --force-delete-without-recovery --secret-id ${name})`,
       ];
-    if (!deployed && state === 'present')
-      return [
-        `${name} exists, kept from an earlier stack: the first deploy would fail "already exists". Keep its value elsewhere if it matters, then delete it for good (docs/operations.md, Teardown)`,
-      ];
+    if (!deployed && state === 'present') return [keptSecret(name, settings.name, stack)];
     if (deployed && state === 'absent')
       return [
         `${name} is missing though the stack exists: it was deleted outside CloudFormation; deploy again after restoring it`,
@@ -223,6 +279,14 @@ async function secrets(
   };
 }
 
+/** What to do about a secret that exists before the stack was ever deployed. */
+function keptSecret(name: string, environment: string, stack: StackState | undefined): string {
+  const forGood = `aws secretsmanager delete-secret --force-delete-without-recovery --secret-id ${name}`;
+  if (stack === undefined || stack.status === 'REVIEW_IN_PROGRESS')
+    return `${name} exists, kept from an earlier stack: the first deploy would fail "already exists". Keep its value elsewhere if it matters, then delete it for good (${forGood}; docs/operations.md, Teardown)`;
+  return `${name} exists, kept by ${stack.name}, whose first deploy failed (${stack.status}): the next deploy would fail "already exists". Remove the stack (npx cdk destroy -c env=${environment}) and delete the secret for good (${forGood}) first: it holds only what that deploy generated`;
+}
+
 async function secretState(
   name: string,
   client: DoctorDeps['secrets'],
@@ -237,9 +301,10 @@ async function secretState(
 }
 
 /**
- * Whether Mautic's API answers from this machine: any HTTP answer but Mautic's "API disabled"
- * will do (401 without a token is the usual one). It says nothing of AWS's network, but a name
- * that does not resolve, a refused connection or a bad certificate here usually fails there too.
+ * Whether Mautic's API answers from this machine as Mautic does to a call without a token: 401
+ * (or 403) with a JSON body. A redirect, a 404, a 5xx or a page of something else in front of
+ * Mautic fails, with what to fix. It says nothing of AWS's network, but a name that does not
+ * resolve, a refused connection or a bad certificate here usually fails there too.
  */
 async function mautic(baseUrl: string, fetcher: typeof fetch): Promise<DoctorCheck> {
   const url = `${baseUrl.replace(/\/+$/, '')}/api/contacts?limit=1`;
@@ -263,16 +328,38 @@ async function mautic(baseUrl: string, fetcher: typeof fetch): Promise<DoctorChe
     };
   }
   const body = await response.text().catch(() => '');
-  if (response.status === 403 && body.includes('api_disabled')) {
-    return {
-      check: 'mautic',
-      ok: false,
-      detail: `${host} answers, but its API is disabled: enable it in Mautic's Configuration, API Settings.`,
-    };
-  }
+  const problem = mauticProblem(host, response, body);
+  if (problem !== undefined) return { check: 'mautic', ok: false, detail: problem };
   return {
     check: 'mautic',
     ok: true,
-    detail: `${host} answers (HTTP ${response.status} to an API call without a token).`,
+    detail: `${host} answers as Mautic's API does (HTTP ${response.status} to an API call without a token).`,
   };
+}
+
+/** What is wrong with Mautic's answer to a call without a token; undefined when nothing is. */
+function mauticProblem(host: string, response: Response, body: string): string | undefined {
+  const { status } = response;
+  const json = isJson(body);
+  if (status === 403 && json && body.includes('api_disabled'))
+    return `${host} answers, but its API is disabled: enable it in Mautic's Configuration, API Settings.`;
+  if ((status === 401 || status === 403) && json) return undefined;
+  if (status >= 300 && status < 400)
+    return `${host} redirects the API call (HTTP ${status} to ${response.headers.get('location') ?? 'no location'}): set mauticBaseUrl to the https URL Mautic answers at itself, without a redirect.`;
+  if (status === 404)
+    return `${host} has no Mautic API at /api/ (HTTP 404): set mauticBaseUrl to Mautic's root URL (where /api/contacts answers), and check that the API is enabled.`;
+  if (status >= 500)
+    return `${host} answers HTTP ${status}: Mautic, or a proxy in front of it, is failing; read its logs.`;
+  if (status === 401 || status === 403)
+    return `${host} answers HTTP ${status} without Mautic's JSON: something in front of Mautic (a proxy, basic authentication, a firewall) refuses the call; let /api/ through to Mautic.`;
+  return `${host} answers HTTP ${status} to an API call without a token, which Mautic's API never does: check that mauticBaseUrl is Mautic's.`;
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }

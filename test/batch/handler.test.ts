@@ -809,6 +809,41 @@ describe('batch handler, called directly', () => {
     }
   });
 
+  it('publishes the age of the oldest event it sent back, in seconds since its first receive', async () => {
+    const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
+    try {
+      const seen = recorder();
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        logger: seen.logger,
+        metrics: seen.metrics,
+      });
+      const now = Date.now();
+      // m0 is delivered (its age is not a retried event's); m1 and m2 meet the rate limit.
+      const ages = [9_999, 1_234, 300];
+      const records = sqsRecords(3).map((record, n) => ({
+        ...record,
+        attributes: {
+          ...record.attributes,
+          ApproximateFirstReceiveTimestamp: String(now - (ages[n] ?? 0) * 1000),
+        },
+      }));
+
+      const response = await handler({ Records: records }, lambdaContext('batch', 30_000));
+
+      expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['m1', 'm2']);
+      expect(seen.emitted.filter(([name]) => name === 'OldestRetriedEventAge')).toEqual([
+        ['OldestRetriedEventAge', 'Seconds', 1_234],
+      ]);
+      expect(seen.events('events_retried')).toEqual([
+        expect.objectContaining({
+          fields: expect.objectContaining({ count: 2, oldestSeconds: 1_234 }),
+        }),
+      ]);
+    } finally {
+      await sim.close();
+    }
+  });
+
   it('still reports rate-limited events as failures when the delay cannot be set, and logs it', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
     try {

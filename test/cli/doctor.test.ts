@@ -7,6 +7,8 @@ import {
   CloudFormationClient,
   CloudFormationServiceException,
   DescribeStacksCommand,
+  ListStackResourcesCommand,
+  type StackStatus,
 } from '@aws-sdk/client-cloudformation';
 import {
   GetAccountSettingsCommand,
@@ -18,8 +20,9 @@ import {
   ResourceNotFoundException,
   SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
+import { GetCallerIdentityCommand, STSClient } from '@aws-sdk/client-sts';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { environmentSettings, type RelaySettings } from '../../infra/aws/environments.ts';
 import { type CliIo, runCli } from '../../infra/cli/cli.ts';
 import { type DoctorDeps, runDoctor } from '../../infra/cli/doctor.ts';
@@ -29,6 +32,7 @@ import { environments } from '../infra/synth.ts';
 const cloudFormation = mockClient(CloudFormationClient);
 const lambda = mockClient(LambdaClient);
 const secrets = mockClient(SecretsManagerClient);
+const sts = mockClient(STSClient);
 
 /** Mautic on 127.0.0.1: answers the API call as `answer` says. */
 let answer: (response: import('node:http').ServerResponse) => void = () => {};
@@ -54,10 +58,19 @@ afterAll(async () => {
   await new Promise((resolve) => mautic.close(resolve));
 });
 
+/** The account cdk.json binds the tests' environments to. */
+const ACCOUNT = '111122223333';
+
+beforeEach(() => {
+  // Credentials of the bound account, unless a test says otherwise.
+  sts.on(GetCallerIdentityCommand).resolves({ Account: ACCOUNT });
+});
+
 afterEach(() => {
   cloudFormation.reset();
   lambda.reset();
   secrets.reset();
+  sts.reset();
   vi.restoreAllMocks();
 });
 
@@ -71,7 +84,7 @@ function settings(overrides: Record<string, unknown> = {}, baseUrl = mauticUrl):
   const checked = environmentSettings('prod', {
     prod: {
       ...environments.prod,
-      account: '111122223333',
+      account: ACCOUNT,
       region: 'eu-west-1',
       mauticBaseUrl: 'https://mautic.acme.test',
       alarmEmail: '',
@@ -83,6 +96,7 @@ function settings(overrides: Record<string, unknown> = {}, baseUrl = mauticUrl):
 }
 
 const deps = (): DoctorDeps => ({
+  sts: new STSClient({ region: 'eu-west-1' }),
   lambda: new LambdaClient({ region: 'eu-west-1' }),
   secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
   cloudFormation: new CloudFormationClient({ region: 'eu-west-1' }),
@@ -98,20 +112,33 @@ const noStack = () =>
       $metadata: {},
     }),
   );
-const deployedStack = () =>
+/** The stack, deployed (`status`) with the functions of `functions` among its resources. */
+const deployedStack = (
+  status: StackStatus = 'UPDATE_COMPLETE',
+  functions = ['MauticRelay-prod-Refresh', 'MauticRelay-prod-Batch'],
+) => {
   cloudFormation.on(DescribeStacksCommand).resolves({
-    Stacks: [
+    Stacks: [{ StackName: 'MauticRelay-prod', CreationTime: new Date(), StackStatus: status }],
+  });
+  cloudFormation.on(ListStackResourcesCommand).resolves({
+    StackResourceSummaries: [
+      ...functions.map((name, i) => ({
+        LogicalResourceId: `Function${i}`,
+        PhysicalResourceId: name,
+        ResourceType: 'AWS::Lambda::Function',
+        ResourceStatus: 'UPDATE_COMPLETE' as const,
+        LastUpdatedTimestamp: new Date(),
+      })),
       {
-        StackName: 'MauticRelay-prod',
-        CreationTime: new Date(),
-        StackStatus: 'UPDATE_COMPLETE',
-        Outputs: [
-          { OutputKey: 'RefreshFunctionName', OutputValue: 'MauticRelay-prod-Refresh' },
-          { OutputKey: 'BatchFunctionName', OutputValue: 'MauticRelay-prod-Batch' },
-        ],
+        LogicalResourceId: 'EventsQueue',
+        PhysicalResourceId: 'https://sqs.eu-west-1.amazonaws.com/111122223333/events.fifo',
+        ResourceType: 'AWS::SQS::Queue',
+        ResourceStatus: 'CREATE_COMPLETE' as const,
+        LastUpdatedTimestamp: new Date(),
       },
     ],
   });
+};
 const quota = (limit: number, unreserved = limit) =>
   lambda.on(GetAccountSettingsCommand).resolves({
     AccountLimit: { ConcurrentExecutions: limit, UnreservedConcurrentExecutions: unreserved },
@@ -161,7 +188,8 @@ describe('doctor: the concurrency quota', () => {
     });
   });
 
-  it('counts back what a deployed stack already reserves', async () => {
+  it('counts back what a deployed stack’s functions already reserve, found among its resources', async () => {
+    // A stack of an earlier version: no BatchFunctionName output, its functions all the same.
     deployedStack();
     // 103 in all, 3 reserved by this stack's functions: exactly enough.
     quota(103, 100);
@@ -177,6 +205,21 @@ describe('doctor: the concurrency quota', () => {
 
     expect(checks.concurrency).toMatchObject({ ok: true, detail: /leaving 100 unreserved/ });
     expect(checks.secrets).toMatchObject({ ok: true, detail: "the stack's 3 secrets are there." });
+    expect(cloudFormation.commandCalls(ListStackResourcesCommand)[0]?.args[0].input).toEqual({
+      StackName: 'MauticRelay-prod',
+    });
+  });
+
+  it('counts back nothing for a stack whose first deploy rolled back: its functions are gone', async () => {
+    deployedStack('ROLLBACK_COMPLETE');
+    quota(103, 100);
+    noSecrets();
+    answer = unauthorized;
+
+    const checks = byCheck(await runDoctor(settings({ reservedConcurrency: true }), deps()));
+
+    expect(checks.concurrency).toMatchObject({ ok: false, detail: /would leave 97 unreserved/ });
+    expect(lambda.commandCalls(GetFunctionConcurrencyCommand)).toHaveLength(0);
   });
 
   it('fails an account whose whole quota is below maxConcurrency and the refresher', async () => {
@@ -241,6 +284,39 @@ describe('doctor: the secrets', () => {
     });
     expect(secrets.commandCalls(DescribeSecretCommand)).toHaveLength(4);
   });
+
+  it('treats a stack whose first deploy failed as not deployed: the secrets it kept must go first', async () => {
+    deployedStack('ROLLBACK_COMPLETE');
+    quota(1000);
+    answer = unauthorized;
+    secrets.on(DescribeSecretCommand).resolves({ Name: 'x' });
+
+    const { detail, ok } = byCheck(await runDoctor(settings(), deps())).secrets ?? {};
+
+    expect(ok).toBe(false);
+    expect(detail).toContain(
+      'MauticRelay/prod/webhook exists, kept by MauticRelay-prod, whose first deploy failed (ROLLBACK_COMPLETE): the next deploy would fail "already exists". Remove the stack (npx cdk destroy -c env=prod) and delete the secret for good (aws secretsmanager delete-secret --force-delete-without-recovery --secret-id MauticRelay/prod/webhook) first',
+    );
+    expect(detail?.split('; ')).toHaveLength(3);
+  });
+
+  it('treats a stack still in review (a change set never executed) as not deployed', async () => {
+    deployedStack('REVIEW_IN_PROGRESS', []);
+    quota(1000);
+    answer = unauthorized;
+    noSecrets();
+    const clean = byCheck(await runDoctor(settings(), deps())).secrets;
+    secrets
+      .on(DescribeSecretCommand, { SecretId: 'MauticRelay/prod/token' })
+      .resolves({ Name: 'MauticRelay/prod/token' });
+    const kept = byCheck(await runDoctor(settings(), deps())).secrets;
+
+    expect(clean).toMatchObject({ ok: true, detail: /^none of the 3 secrets/ });
+    expect(kept).toMatchObject({
+      ok: false,
+      detail: /^MauticRelay\/prod\/token exists, kept from an earlier stack/,
+    });
+  });
 });
 
 describe('doctor: Mautic from the caller', () => {
@@ -265,7 +341,7 @@ describe('doctor: Mautic from the caller', () => {
     expect(up).toEqual({
       check: 'mautic',
       ok: true,
-      detail: `${new URL(mauticUrl).host} answers (HTTP 401 to an API call without a token).`,
+      detail: `${new URL(mauticUrl).host} answers as Mautic's API does (HTTP 401 to an API call without a token).`,
     });
     expect(disabled).toMatchObject({ ok: false, detail: /its API is disabled: enable it/ });
     expect(down).toEqual({
@@ -273,6 +349,70 @@ describe('doctor: Mautic from the caller', () => {
       ok: false,
       detail: `127.0.0.1:${closedPort} cannot be reached from here (ECONNREFUSED): check mauticBaseUrl in cdk.json, the name, the firewall and the certificate.`,
     });
+  });
+
+  it('fails an answer that is not Mautic’s API refusing a call without a token, saying what to fix', async () => {
+    noStack();
+    quota(1000);
+    noSecrets();
+    const host = new URL(mauticUrl).host;
+    const detailFor = async (respond: typeof answer) => {
+      answer = respond;
+      const check = byCheck(await runDoctor(settings(), deps())).mautic;
+      expect(check?.ok).toBe(false);
+      return check?.detail;
+    };
+
+    expect(
+      await detailFor((response) =>
+        response.writeHead(302, { location: 'https://www.acme.test/login' }).end(),
+      ),
+    ).toBe(
+      `${host} redirects the API call (HTTP 302 to https://www.acme.test/login): set mauticBaseUrl to the https URL Mautic answers at itself, without a redirect.`,
+    );
+    expect(
+      await detailFor((response) =>
+        response.writeHead(404, { 'content-type': 'text/html' }).end('<h1>Not found</h1>'),
+      ),
+    ).toMatch(/has no Mautic API at \/api\/ \(HTTP 404\): set mauticBaseUrl to Mautic's root URL/);
+    expect(
+      await detailFor((response) =>
+        response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"down"}'),
+      ),
+    ).toBe(
+      `${host} answers HTTP 503: Mautic, or a proxy in front of it, is failing; read its logs.`,
+    );
+    expect(
+      await detailFor((response) =>
+        response.writeHead(401, { 'www-authenticate': 'Basic' }).end('<html>Login</html>'),
+      ),
+    ).toMatch(/answers HTTP 401 without Mautic's JSON: something in front of Mautic/);
+    expect(
+      await detailFor((response) =>
+        response.writeHead(200, { 'content-type': 'text/html' }).end('<html>Welcome</html>'),
+      ),
+    ).toMatch(/answers HTTP 200 to an API call without a token, which Mautic's API never does/);
+  });
+});
+
+describe('doctor: the account of the credentials', () => {
+  it('fails when the credentials here are of another account than the one cdk.json names', async () => {
+    sts.reset();
+    sts.on(GetCallerIdentityCommand).resolves({ Account: '444455556666' });
+    noStack();
+    quota(1000);
+    noSecrets();
+    answer = unauthorized;
+
+    const checks = byCheck(await runDoctor(settings(), deps()));
+
+    expect(checks.binding).toEqual({
+      check: 'binding',
+      ok: false,
+      detail:
+        'the credentials here are of account 444455556666, but cdk.json binds prod to 111122223333: cdk deploy would refuse them, and the other checks looked at 444455556666. Use credentials of 111122223333 (AWS_PROFILE), or correct "account" in cdk.json.',
+    });
+    expect(sts.commandCalls(GetCallerIdentityCommand)).toHaveLength(1);
   });
 });
 
@@ -331,7 +471,7 @@ describe('doctor --env on the command line', () => {
     expect(code).toBe(EXIT.failed);
     expect(out.split('\n')).toEqual([
       'Environment acme: account 111122223333, region eu-west-1',
-      '  ok    binding: cdk deploy goes to 111122223333 in eu-west-1 and refuses credentials of another account; these checks ran in eu-west-1.',
+      '  ok    binding: the credentials here are of 111122223333, the account cdk.json binds acme to; cdk deploy goes to eu-west-1 there, and these checks ran there.',
       expect.stringMatching(
         /^ {2}FAIL {2}concurrency: reservedConcurrency reserves 3 .* of the account's 10;/,
       ),

@@ -4,7 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest-steps.ts';
 import { environmentSettings, PLACEHOLDER_ACCOUNT } from '../../infra/aws/environments.ts';
 import { MAX_MESSAGE_SIZE_BYTES } from '../../infra/aws/storage.ts';
+import type { CfnTemplate } from '../support/cfn-schema.ts';
 import { cdkContext, environments, relayStack } from './synth.ts';
+import { limitProblems } from './template-limits.ts';
 
 /** Issue 26: what the stack must do to work in the cloud as AWS documents it. */
 
@@ -142,6 +144,20 @@ describe('the stack in a real account', () => {
     for (const name of Object.keys(environments))
       expect(() => environmentSettings(name, environments)).not.toThrow();
   });
+
+  it('warns at synth when an environment that keeps its data e-mails its alarms to no one', () => {
+    const warnings = (overrides: Record<string, unknown>) =>
+      Annotations.fromStack(relayStack('prod', overrides).stack)
+        .findWarning('*', Match.anyValue())
+        .map((warning) => warning.entry.data);
+
+    expect(warnings({ alarmEmail: '' })).toEqual([
+      'Environment "prod" keeps its data (retainData) but has no alarmEmail: its alarms page no one. Set alarmEmail, or subscribe to its Alarms topic another way [ack: mautic-relay:no-alarm-email]',
+    ]);
+    expect(warnings({ alarmEmail: 'ops@acme.test' })).toEqual([]);
+    // A developer's environment, whose data may be lost, need not page anyone.
+    expect(warnings({ alarmEmail: '', retainData: false })).toEqual([]);
+  });
 });
 
 describe('alarms that see a stuck queue', () => {
@@ -153,7 +169,7 @@ describe('alarms that see a stuck queue', () => {
       ]),
     );
 
-  it('alarms on the age of the oldest event sent back, from its first receive, at oldestEventAlarmSeconds', () => {
+  it('alarms on the age of the oldest event sent back, from its first receive, at oldestEventAlarmSeconds, without flapping between its tries', () => {
     for (const name of Object.keys(environments)) {
       expect(alarms(template(name)).RetriedEventAgeAlarm).toMatchObject({
         Namespace: `MauticBatchRelay/${name}`,
@@ -163,13 +179,16 @@ describe('alarms that see a stuck queue', () => {
         Period: 300,
         Threshold: environments[name]?.oldestEventAlarmSeconds,
         ComparisonOperator: 'GreaterThanThreshold',
-        EvaluationPeriods: 1,
+        // A retried event comes back up to 900 + 60 s later: any 4 periods of 5 minutes in a
+        // row hold one of its tries, so one breach in the last 4 keeps the alarm up between them.
+        EvaluationPeriods: 4,
+        DatapointsToAlarm: 1,
         TreatMissingData: 'notBreaching',
       });
     }
   });
 
-  it('alarms on events retried for 45 minutes, and on failed Mautic calls for half an hour', () => {
+  it('alarms on events retried in 3 quarter hours, and on Mautic calls none of which succeed in 2, within windows that hold a retried event’s tries', () => {
     const all = alarms(template());
 
     expect(all.EventsRetriedAlarm).toMatchObject({
@@ -177,15 +196,10 @@ describe('alarms that see a stuck queue', () => {
       Statistic: 'Sum',
       Period: 900,
       Threshold: 0,
-      EvaluationPeriods: 3,
+      // Tries up to 960 s apart: every 2 quarter hours in a row hold one.
+      EvaluationPeriods: 6,
+      DatapointsToAlarm: 3,
       TreatMissingData: 'notBreaching',
-    });
-    expect(all.MauticCallsFailedAlarm).toMatchObject({
-      MetricName: 'MauticCallsFailed',
-      Statistic: 'Sum',
-      Period: 900,
-      Threshold: 0,
-      EvaluationPeriods: 2,
     });
     expect(all.DeadLetterSendFailedAlarm).toMatchObject({
       MetricName: 'DeadLetterSendsFailed',
@@ -194,6 +208,69 @@ describe('alarms that see a stuck queue', () => {
       Threshold: 0,
       EvaluationPeriods: 1,
     });
+  });
+
+  it('pages on failed Mautic calls only in quarter hours where no call succeeded: a 429 waited out, a renewed token or a narrowed call does not', () => {
+    const alarm = alarms(template()).MauticCallsFailedAlarm;
+    const metrics = (alarm?.Metrics ?? []) as Array<{ Id: string; MetricStat?: unknown }>;
+    const stat = (id: string) => metrics.find((m) => m.Id === id)?.MetricStat;
+
+    expect(alarm).toMatchObject({
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+      EvaluationPeriods: 4,
+      DatapointsToAlarm: 2,
+      TreatMissingData: 'notBreaching',
+    });
+    expect(alarm?.MetricName).toBeUndefined();
+    // MauticCalls counts every call, failed or not: as many failures as calls is none answered.
+    expect(alarm?.Metrics).toContainEqual(
+      expect.objectContaining({
+        Expression: 'IF(FILL(failed, 0) >= FILL(calls, 0), FILL(failed, 0), 0)',
+        ReturnData: true,
+      }),
+    );
+    expect(stat('failed')).toEqual({
+      Metric: { MetricName: 'MauticCallsFailed', Namespace: 'MauticBatchRelay/dev' },
+      Period: 900,
+      Stat: 'Sum',
+    });
+    expect(stat('calls')).toEqual({
+      Metric: {
+        MetricName: 'MauticCalls',
+        Namespace: 'MauticBatchRelay/dev',
+        Dimensions: [{ Name: 'service', Value: 'batch' }],
+      },
+      Period: 900,
+      Stat: 'Sum',
+    });
+  });
+
+  it('widens the windows with retryMaxDelaySeconds, so a stuck queue still pages with long retry delays, within CloudWatch’s one day', () => {
+    const windows = (retryMaxDelaySeconds: number) => {
+      const all = alarms(template('dev', { retryMaxDelaySeconds }));
+      return ['RetriedEventAgeAlarm', 'EventsRetriedAlarm', 'MauticCallsFailedAlarm'].map((id) => [
+        all[id]?.EvaluationPeriods,
+        all[id]?.DatapointsToAlarm,
+      ]);
+    };
+
+    // An hour between tries (3660 s with the invocation): 13 periods of 5 minutes, 5 quarter
+    // hours per try.
+    expect(windows(3600)).toEqual([
+      [13, 1],
+      [15, 3],
+      [10, 2],
+    ]);
+    // 12 hours: a day is the most CloudWatch evaluates; one try in it is all a window holds.
+    expect(windows(43_200)).toEqual([
+      [145, 1],
+      [96, 1],
+      [96, 1],
+    ]);
+    const { stack } = relayStack('dev', { retryMaxDelaySeconds: 43_200 });
+    // Within CloudWatch's one day, as every alarm's window must be (template-limits.ts).
+    expect(limitProblems(stack, Template.fromStack(stack).toJSON() as CfnTemplate)).toEqual([]);
   });
 
   it('counts failed Mautic calls and unsent dead letters from the batch log, by their event', () => {

@@ -511,7 +511,7 @@ describe('the relay stack', () => {
         'ApproximateNumberOfMessagesVisible',
         'Errors',
         'EventsRetried',
-        'MauticCallsFailed',
+        'expr_1+failed+calls',
         'OldestRetriedEventAge',
         'RefreshTokenSecondsLeft',
         'Throttles',

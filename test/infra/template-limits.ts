@@ -8,8 +8,8 @@ import {
 import type { CfnTemplate } from '../support/cfn-schema.ts';
 
 /**
- * The service limits the registry schemas do not carry, as AWS documents them, checked in a
- * synthesized relay stack: each a deploy (or the relay) would fail on. A test tool.
+ * The service limits and rules the registry schemas do not carry, as AWS documents them, checked
+ * in a synthesized relay stack: each a deploy (or the relay) would fail on. A test tool.
  */
 
 /** A property's documented range, `path` dotted into nested objects. */
@@ -55,7 +55,156 @@ export function limitProblems(stack: Stack, template: CfnTemplate): string[] {
         `Resources.${stack.getLogicalId(fn)}.Properties.Environment: up to ${total} bytes, over Lambda's ${LAMBDA_ENVIRONMENT_BYTES}`,
       );
   }
-  return [...problems, ...mappingProblems(resources), ...concurrencyProblems(resources)];
+  return [
+    ...problems,
+    ...mappingProblems(resources),
+    ...concurrencyProblems(resources),
+    ...alarmProblems(resources),
+    ...ruleProblems(resources),
+  ];
+}
+
+/** An alarm's enumerations, as PutMetricAlarm documents them (the registry has plain strings). */
+const ALARM_ENUMS: ReadonlyArray<[property: string, values: ReadonlyArray<string>]> = [
+  [
+    'ComparisonOperator',
+    [
+      'GreaterThanOrEqualToThreshold',
+      'GreaterThanThreshold',
+      'LessThanThreshold',
+      'LessThanOrEqualToThreshold',
+      'LessThanLowerOrGreaterThanUpperThreshold',
+      'LessThanLowerThreshold',
+      'GreaterThanUpperThreshold',
+    ],
+  ],
+  ['Statistic', ['SampleCount', 'Average', 'Sum', 'Minimum', 'Maximum']],
+  ['TreatMissingData', ['breaching', 'notBreaching', 'ignore', 'missing']],
+];
+
+/**
+ * Each alarm: its enumerations; its period (its own, or its metrics' in a math expression) 10,
+ * 20, 30 or a multiple of 60 seconds; its whole evaluation, period × evaluation periods, at most
+ * a day (7 days for periods of an hour or more); no more datapoints to alarm than periods.
+ */
+function alarmProblems(resources: Resources): string[] {
+  const problems: string[] = [];
+  for (const [id, alarm] of Object.entries(resources)) {
+    if (alarm.Type !== 'AWS::CloudWatch::Alarm') continue;
+    const where = `Resources.${id}.Properties`;
+    const properties = (alarm.Properties ?? {}) as Record<string, unknown>;
+    for (const [property, values] of ALARM_ENUMS) {
+      const value = properties[property];
+      if (typeof value === 'string' && !values.includes(value))
+        problems.push(`${where}.${property}: ${value} is not one of ${values.join(', ')}`);
+    }
+    const metrics = (properties.Metrics ?? []) as Array<{ MetricStat?: { Period?: unknown } }>;
+    const periods = [
+      [`${where}.Period`, properties.Period],
+      ...metrics.map((m, i) => [`${where}.Metrics[${i}].MetricStat.Period`, m.MetricStat?.Period]),
+    ].filter((pair): pair is [string, number] => typeof pair[1] === 'number');
+    for (const [path, period] of periods)
+      if (![10, 20, 30].includes(period) && period % 60 !== 0)
+        problems.push(`${path}: ${period} is not 10, 20, 30 or a multiple of 60 seconds`);
+    const period = periods[0]?.[1];
+    const evaluations = Number(properties.EvaluationPeriods);
+    const most = period !== undefined && period >= 3_600 ? 604_800 : 86_400;
+    if (period !== undefined && period * evaluations > most)
+      problems.push(
+        `${where}: ${evaluations} evaluation periods of ${period} s exceed CloudWatch's ${most} s`,
+      );
+    if (Number(properties.DatapointsToAlarm ?? 1) > evaluations)
+      problems.push(
+        `${where}.DatapointsToAlarm: ${properties.DatapointsToAlarm} exceeds EvaluationPeriods ${evaluations}`,
+      );
+  }
+  return problems;
+}
+
+/** The resource types whose DeletionPolicy or UpdateReplacePolicy may be Snapshot. */
+const SNAPSHOT_TYPES = new Set([
+  'AWS::EC2::Volume',
+  'AWS::ElastiCache::CacheCluster',
+  'AWS::ElastiCache::ReplicationGroup',
+  'AWS::RDS::DBInstance',
+  'AWS::RDS::DBCluster',
+  'AWS::Redshift::Cluster',
+]);
+
+/**
+ * Rules of single resources the registry does not state: the policies' values; a secret made
+ * with either SecretString or GenerateSecretString, never both; the queue's redrive policy (a
+ * JSON property) naming its dead-letter queue and a whole maxReceiveCount; a dashboard name of
+ * 1–255 letters, digits, dashes and underscores.
+ */
+function ruleProblems(resources: Resources): string[] {
+  const problems: string[] = [];
+  for (const [id, resource] of Object.entries(resources)) {
+    const where = `Resources.${id}`;
+    for (const [policy, allowed] of [
+      ['DeletionPolicy', ['Delete', 'Retain', 'RetainExceptOnCreate', 'Snapshot']],
+      ['UpdateReplacePolicy', ['Delete', 'Retain', 'Snapshot']],
+    ] as const) {
+      const value = resource[policy];
+      if (value === undefined) continue;
+      if (!(allowed as ReadonlyArray<unknown>).includes(value))
+        problems.push(
+          `${where}.${policy}: ${JSON.stringify(value)} is not one of ${allowed.join(', ')}`,
+        );
+      else if (value === 'Snapshot' && !SNAPSHOT_TYPES.has(resource.Type))
+        problems.push(`${where}.${policy}: ${resource.Type} cannot be kept as a snapshot`);
+    }
+    const properties = (resource.Properties ?? {}) as Record<string, unknown>;
+    if (
+      resource.Type === 'AWS::SecretsManager::Secret' &&
+      properties.SecretString !== undefined &&
+      properties.GenerateSecretString !== undefined
+    )
+      problems.push(
+        `${where}.Properties: SecretString and GenerateSecretString exclude each other`,
+      );
+    if (resource.Type === 'AWS::SQS::Queue' && properties.RedrivePolicy !== undefined)
+      problems.push(...redrivePolicyProblems(properties.RedrivePolicy, `${where}.Properties`));
+    const name = properties.DashboardName;
+    if (
+      resource.Type === 'AWS::CloudWatch::Dashboard' &&
+      typeof name === 'string' &&
+      !/^[A-Za-z0-9_-]{1,255}$/.test(name)
+    )
+      problems.push(
+        `${where}.Properties.DashboardName: "${name}" is not 1–255 letters, digits, dashes and underscores`,
+      );
+  }
+  return problems;
+}
+
+/** SQS's RedrivePolicy: the dead-letter queue's ARN and a whole maxReceiveCount, nothing else. */
+function redrivePolicyProblems(policy: unknown, where: string): string[] {
+  const value = typeof policy === 'string' ? safeJson(policy) : policy;
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return [`${where}.RedrivePolicy: expected an object, found ${JSON.stringify(policy)}`];
+  const problems = Object.keys(value)
+    .filter((key) => key !== 'deadLetterTargetArn' && key !== 'maxReceiveCount')
+    .map((key) => `${where}.RedrivePolicy.${key}: no such field`);
+  const { deadLetterTargetArn: arn, maxReceiveCount: count } = value as Record<string, unknown>;
+  if (arn === undefined || (typeof arn !== 'string' && typeof arn !== 'object'))
+    problems.push(
+      `${where}.RedrivePolicy.deadLetterTargetArn: the dead-letter queue's ARN is required`,
+    );
+  const number = typeof count === 'string' ? Number(count) : count;
+  if (!Number.isInteger(number))
+    problems.push(
+      `${where}.RedrivePolicy.maxReceiveCount: expected an integer, found ${JSON.stringify(count)}`,
+    );
+  return problems;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /**

@@ -78,6 +78,68 @@ describe('the synthesized templates against the CloudFormation registry schemas'
     );
   });
 
+  it('reports what the registry leaves to the documentation: allowed values, alarm periods and windows, JSON fields, exclusive properties, policies, names', () => {
+    const { stack } = relayStack('dev');
+    const template = synthesized(stack);
+    const resources = template.Resources ?? {};
+    const first = (type: string, prefix = '') =>
+      Object.keys(resources).find(
+        (id) => resources[id]?.Type === type && id.startsWith(prefix),
+      ) as string;
+    const properties = (id: string) => resources[id]?.Properties as Record<string, unknown>;
+    const [logs, ageAlarm, callsAlarm, webhook, queue, dashboard] = [
+      first('AWS::Logs::LogGroup'),
+      first('AWS::CloudWatch::Alarm', 'RetriedEventAgeAlarm'),
+      first('AWS::CloudWatch::Alarm', 'MauticCallsFailedAlarm'),
+      first('AWS::SecretsManager::Secret', 'WebhookSecret'),
+      idOf(stack, stack.eventsQueue),
+      first('AWS::CloudWatch::Dashboard'),
+    ];
+
+    properties(logs).RetentionInDays = 13;
+    Object.assign(properties(ageAlarm), {
+      ComparisonOperator: 'GreaterThan',
+      Statistic: 'Max',
+      TreatMissingData: 'notbreaching',
+      Period: 45,
+    });
+    Object.assign(properties(callsAlarm), { EvaluationPeriods: 97, DatapointsToAlarm: 98 });
+    properties(webhook).SecretString = '{}';
+    properties(queue).RedrivePolicy = { maxReceiveCount: 'five', maxReceives: 5 };
+    Object.assign(resources[queue] ?? {}, {
+      DeletionPolicy: 'Keep',
+      UpdateReplacePolicy: 'Snapshot',
+    });
+    properties(dashboard).DashboardName = 'MauticRelay dev/us-east-1';
+
+    expect(schemaProblems(db, template)).toEqual([
+      `Resources.${logs}.Properties.RetentionInDays: expected one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653, found 13`,
+    ]);
+    expect(new Set(limitProblems(stack, template))).toEqual(
+      new Set([
+        `Resources.${ageAlarm}.Properties.ComparisonOperator: GreaterThan is not one of GreaterThanOrEqualToThreshold, GreaterThanThreshold, LessThanThreshold, LessThanOrEqualToThreshold, LessThanLowerOrGreaterThanUpperThreshold, LessThanLowerThreshold, GreaterThanUpperThreshold`,
+        `Resources.${ageAlarm}.Properties.Statistic: Max is not one of SampleCount, Average, Sum, Minimum, Maximum`,
+        `Resources.${ageAlarm}.Properties.TreatMissingData: notbreaching is not one of breaching, notBreaching, ignore, missing`,
+        `Resources.${ageAlarm}.Properties.Period: 45 is not 10, 20, 30 or a multiple of 60 seconds`,
+        `Resources.${callsAlarm}.Properties: 97 evaluation periods of 900 s exceed CloudWatch's 86400 s`,
+        `Resources.${callsAlarm}.Properties.DatapointsToAlarm: 98 exceeds EvaluationPeriods 97`,
+        `Resources.${webhook}.Properties: SecretString and GenerateSecretString exclude each other`,
+        `Resources.${queue}.Properties.RedrivePolicy.maxReceives: no such field`,
+        `Resources.${queue}.Properties.RedrivePolicy.deadLetterTargetArn: the dead-letter queue's ARN is required`,
+        `Resources.${queue}.Properties.RedrivePolicy.maxReceiveCount: expected an integer, found "five"`,
+        `Resources.${queue}.DeletionPolicy: "Keep" is not one of Delete, Retain, RetainExceptOnCreate, Snapshot`,
+        `Resources.${queue}.UpdateReplacePolicy: AWS::SQS::Queue cannot be kept as a snapshot`,
+        `Resources.${dashboard}.Properties.DashboardName: "MauticRelay dev/us-east-1" is not 1–255 letters, digits, dashes and underscores`,
+      ]),
+    );
+    // A math alarm's metrics have the periods.
+    const metrics = properties(callsAlarm).Metrics as Array<{ MetricStat?: { Period: number } }>;
+    for (const metric of metrics) if (metric.MetricStat) metric.MetricStat.Period = 90;
+    expect(limitProblems(stack, template)).toContainEqual(
+      `Resources.${callsAlarm}.Properties.Metrics[1].MetricStat.Period: 90 is not 10, 20, 30 or a multiple of 60 seconds`,
+    );
+  });
+
   it('reports a stack beyond the service limits', () => {
     const { stack } = relayStack('prod');
     const template = synthesized(stack);

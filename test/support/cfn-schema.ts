@@ -6,7 +6,11 @@ import { loadAwsServiceSpec } from '@aws-cdk/aws-service-spec';
  * from): every resource type exists; its properties are known, of their type (or a previous
  * one, which CloudFormation still takes) and the required ones present, nested types included;
  * every Ref, Fn::GetAtt, Fn::Sub, Fn::If, Condition and DependsOn names something the template
- * has, and every Fn::GetAtt an attribute its resource's type has. A test tool, not product code.
+ * has, and every Fn::GetAtt an attribute its resource's type has; a string's or an integer's
+ * allowed values where the registry lists them. The registry carries no patterns, lengths or
+ * ranges, and a JSON-typed property (an IAM policy document, a redrive policy) is not looked
+ * into: test/infra/template-limits.ts checks what the relay relies on of those. A test tool, not
+ * product code.
  */
 
 type SpecDatabase = Awaited<ReturnType<typeof loadAwsServiceSpec>>;
@@ -17,7 +21,14 @@ type Properties = Resource['properties'];
 export interface CfnTemplate {
   Resources?: Record<
     string,
-    { Type: string; Properties?: unknown; DependsOn?: unknown; Condition?: unknown }
+    {
+      Type: string;
+      Properties?: unknown;
+      DependsOn?: unknown;
+      Condition?: unknown;
+      DeletionPolicy?: unknown;
+      UpdateReplacePolicy?: unknown;
+    }
   >;
   Parameters?: Record<string, unknown>;
   Conditions?: Record<string, unknown>;
@@ -105,10 +116,14 @@ function valueProblems(db: SpecDatabase, value: unknown, type: PropertyType, at:
         : [];
     case 'number':
       return typeof value === 'number' || isNumeric(value) ? [] : wrong('a number');
-    case 'integer':
-      return Number.isInteger(typeof value === 'string' && isNumeric(value) ? Number(value) : value)
-        ? []
-        : wrong('an integer');
+    case 'integer': {
+      const number = typeof value === 'string' && isNumeric(value) ? Number(value) : value;
+      if (!Number.isInteger(number)) return wrong('an integer');
+      // Some integers are an enumeration too (a log group's RetentionInDays).
+      return type.allowedValues && !type.allowedValues.includes(number as number)
+        ? wrong(`one of ${type.allowedValues.join(', ')}`)
+        : [];
+    }
     case 'boolean':
       return typeof value === 'boolean' || value === 'true' || value === 'false'
         ? []
