@@ -89,8 +89,16 @@ function sourceEndpoint(name: string, deps: SourceIngestDeps): IngestEndpoint {
           'The source cannot be checked now; send the request again later.',
         );
       }
-      // One answer whatever failed: which header, secret or timestamp is never said.
-      if (!source.authenticate(request.body, request.headers, deps.clock.now())) {
+      // One answer whatever failed: which header, secret or timestamp is never said to the
+      // sender; the operator's log says which check refused.
+      const now = deps.clock.now();
+      if (!source.authenticate(request.body, request.headers, now)) {
+        deps.logger?.warn('Refused a source request (401): its verification failed', {
+          event: 'unauthorized',
+          source: source.name,
+          requestId: request.requestId,
+          check: source.refusedCheck(request.headers, now),
+        });
         throw new IngestRefusal(401, 'unauthorized', 'Authentication failed.');
       }
       // The request's identity is the source's idempotency key, known once the body is read.

@@ -79,6 +79,50 @@ export function verifySource(
   }
 }
 
+/** The header each scheme's signature or key comes in (Standard Webhooks: its three). */
+const SIGNATURE_HEADER: Readonly<Record<string, string>> = {
+  stripe: 'stripe-signature',
+  shopify: 'x-shopify-hmac-sha256',
+  github: 'x-hub-signature-256',
+  'api-key': 'authorization',
+};
+
+/**
+ * Which check refused a request `verifySource` refused, for the operator's log: no secret set,
+ * a missing header, a stale timestamp, or a signature or key that matched none. Headers are
+ * named, never their values, and no secret is involved beyond counting them.
+ */
+export function refusedSourceCheck(
+  verify: VerifySettings,
+  secrets: number,
+  headers: Headers,
+  nowMs: number,
+): string {
+  if (secrets === 0) return 'no secret set for this source yet';
+  const nowSeconds = Math.floor(nowMs / 1000);
+  if (verify.scheme === 'standard-webhooks') {
+    const { id, timestamp, signature } = standardWebhookHeaders(headers);
+    if (id === undefined || timestamp === undefined || signature === undefined)
+      return 'webhook headers incomplete (webhook-id, webhook-timestamp and webhook-signature are all needed)';
+    if (Math.abs(nowSeconds - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS)
+      return `webhook-timestamp more than ${TIMESTAMP_TOLERANCE_SECONDS} s from the ingest's clock`;
+    return 'bad signature: no secret of the source signed this id, timestamp and body';
+  }
+  const header =
+    verify.scheme === 'hmac' ? verify.header : (SIGNATURE_HEADER[verify.scheme] as string);
+  const value = headers[header];
+  if (value === undefined) return `no ${header} header`;
+  if (verify.scheme === 'stripe') {
+    const timestamp = parseStripeHeader(value)?.timestamp;
+    if (timestamp === undefined) return 'stripe-signature malformed (no t= and v1= parts)';
+    if (Math.abs(nowSeconds - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS)
+      return `stripe-signature's timestamp more than ${TIMESTAMP_TOLERANCE_SECONDS} s from the ingest's clock`;
+  }
+  return verify.scheme === 'api-key'
+    ? 'unknown API key: none of the source’s'
+    : `bad signature: no secret of the source signed this body (${header})`;
+}
+
 /**
  * Throws a `CredentialError` naming the first secret that cannot work under the scheme by its
  * position (never its value): a bad secret would refuse every webhook, so it is refused when

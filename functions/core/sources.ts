@@ -16,6 +16,7 @@ import {
 import {
   checkSourceSecrets,
   readableHeaders,
+  refusedSourceCheck,
   standardWebhookHeaders,
   type VerifyScheme,
   type VerifySettings,
@@ -75,6 +76,8 @@ export interface CompiledSource {
   readonly secretUnreadable?: boolean;
   /** True when one of the source's secrets signed the raw body (never, when it has none). */
   authenticate(raw: Uint8Array, headers: SourceHeaders, nowMs: number): boolean;
+  /** Which check refused a request `authenticate` refused, for the log (no value, no secret). */
+  refusedCheck(headers: SourceHeaders, nowMs: number): string;
   /**
    * The headers the expressions see as `$headers`: all but the signature and credential ones.
    * What a `mapping_failed` dead letter keeps, so a redrive maps with what the first try saw.
@@ -193,6 +196,7 @@ function compileSource(
     name,
     verify,
     authenticate: (raw, headers, nowMs) => verifySource(verify, secrets, raw, headers, nowMs),
+    refusedCheck: (headers, nowMs) => refusedSourceCheck(verify, secrets.length, headers, nowMs),
     mappingHeaders,
     async filter(body, headers) {
       if (filter === undefined) return true;

@@ -11,6 +11,7 @@ import { CredentialError } from '../../functions/core/errors.ts';
 import {
   checkSourceSecrets,
   readableHeaders,
+  refusedSourceCheck,
   type VerifySettings,
   verifySource,
 } from '../../functions/core/source-verify.ts';
@@ -447,5 +448,55 @@ describe('readableHeaders', () => {
     };
 
     expect(readableHeaders({ scheme: 'stripe' }, headers)).toEqual({ 'x-github-delivery': 'd-1' });
+  });
+});
+
+describe('refusedSourceCheck (the operator log of a 401)', () => {
+  const webhook = {
+    'webhook-id': 'msg_1',
+    'webhook-timestamp': String(NOW),
+    'webhook-signature': 'v1,AAAA',
+  };
+  it.each<[string, VerifySettings, number, Record<string, string>, string]>([
+    ['no secret yet', { scheme: 'github' }, 0, {}, 'no secret set for this source yet'],
+    ['a missing GitHub signature', { scheme: 'github' }, 1, {}, 'no x-hub-signature-256 header'],
+    ['a missing Shopify HMAC', { scheme: 'shopify' }, 1, {}, 'no x-shopify-hmac-sha256 header'],
+    [
+      'an HMAC that matched no secret',
+      { scheme: 'hmac', header: 'x-sig', encoding: 'hex' },
+      2,
+      { 'x-sig': 'ab' },
+      'bad signature: no secret of the source signed this body (x-sig)',
+    ],
+    [
+      'an unknown API key',
+      { scheme: 'api-key' },
+      1,
+      { authorization: 'Bearer k' },
+      'unknown API key: none of the source’s',
+    ],
+    [
+      'incomplete Standard Webhooks headers',
+      { scheme: 'standard-webhooks' },
+      1,
+      { 'webhook-id': 'msg_1' },
+      'webhook headers incomplete (webhook-id, webhook-timestamp and webhook-signature are all needed)',
+    ],
+    [
+      'a stale Standard Webhooks timestamp',
+      { scheme: 'standard-webhooks' },
+      1,
+      { ...webhook, 'webhook-timestamp': String(NOW - 301) },
+      "webhook-timestamp more than 300 s from the ingest's clock",
+    ],
+    [
+      'a Standard Webhooks signature that matched no secret',
+      { scheme: 'standard-webhooks' },
+      1,
+      webhook,
+      'bad signature: no secret of the source signed this id, timestamp and body',
+    ],
+  ])('names %s', (_, verify, secrets, headers, check) => {
+    expect(refusedSourceCheck(verify, secrets, headers, NOW_MS)).toBe(check);
   });
 });

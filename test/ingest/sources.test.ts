@@ -208,7 +208,7 @@ describe('a request the endpoint refuses', () => {
   });
 
   it('answers one 401, the same body, whatever part of the signature failed', async () => {
-    const { handle, queue, deadLetters } = setUp();
+    const { handle, queue, deadLetters, log } = setUp();
     const payload = stripeEvent('evt_7', 'customer.created', 'j@example.com');
     const signed = stripeHeaders(payload);
     const failures: Array<[string, Record<string, string>, string?]> = [
@@ -236,6 +236,19 @@ describe('a request the endpoint refuses', () => {
     expect(justInTime.status).toBe(202);
     expect(queue.messages).toHaveLength(1);
     expect(deadLetters.letters).toEqual([]);
+    // The operator's log says which check refused each (contract: never a value or a secret).
+    const refusals = log.lines.filter((line) => line.fields.event === 'unauthorized');
+    expect(refusals.map((line) => line.fields.check)).toEqual([
+      'bad signature: no secret of the source signed this body (stripe-signature)',
+      'no stripe-signature header',
+      'stripe-signature malformed (no t= and v1= parts)',
+      "stripe-signature's timestamp more than 300 s from the ingest's clock",
+      "stripe-signature's timestamp more than 300 s from the ingest's clock",
+      'bad signature: no secret of the source signed this body (stripe-signature)',
+      'no stripe-signature header',
+    ]);
+    expect(refusals.every((line) => line.fields.source === STRIPE)).toBe(true);
+    expect(JSON.stringify(refusals)).not.toContain(signed['stripe-signature']);
   });
 
   it('checks the size before anything, then the content type, then the signature, then JSON', async () => {
