@@ -48,10 +48,24 @@ export async function startRelay(
   env: Record<string, string> = {},
 ) {
   const sim = await startMauticSimulator(simOptions);
-  const port = await freePort();
   // Its own directory for the endpoints file, so relays of tests running side by side and the
   // operator commands each find theirs.
   const dir = mkdtempSync(join(tmpdir(), 'relay-e2e-'));
+  // A free port can be taken by a test running beside this one before npm start binds it: then
+  // it exits naming the port, and another is tried (three at most).
+  for (let attempt = 1; ; attempt++) {
+    const started = await spawnRelay(sim, dir, env);
+    const retry = started.portTaken && env.PORT === undefined && attempt < 3;
+    if (!retry) {
+      if (!started.ready) throw new Error(`not ready: ${started.output.join('\n')}`);
+      return { sim, child: started.child, output: started.output, url: started.url, dir };
+    }
+  }
+}
+
+/** One `npm start`, until it says it is ready or exits (bounded). */
+async function spawnRelay(sim: MauticSimulator, dir: string, env: Record<string, string>) {
+  const port = env.PORT === undefined ? await freePort() : Number(env.PORT);
   const child = spawn('npm', ['start'], {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -72,13 +86,16 @@ export async function startRelay(
   child.stdout?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
   child.stderr?.on('data', (chunk: Buffer) => output.push(...chunk.toString().split('\n')));
   const url = `http://127.0.0.1:${port}/events`;
+  const ready = () => output.some((line) => line.startsWith('Ready:') && line.includes(url));
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
   await until(
     // The last line, printed once the endpoints file for the operator commands is written.
-    () => output.some((line) => line.startsWith('Ready:') && line.includes(url)),
+    () => ready() || exited(),
     30_000,
     () => `not ready: ${output.join('\n')}`,
   );
-  return { sim, child, output, url, dir };
+  const portTaken = !ready() && output.some((line) => line.includes('EADDRINUSE'));
+  return { child, output, url, ready: ready(), portTaken };
 }
 
 /** `body` posted signed under `id` now, with `headers` over the signed ones. */
