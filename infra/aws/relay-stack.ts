@@ -37,8 +37,12 @@ export class RelayStack extends Stack {
     super(scope, id, { ...props, env: { account, region } });
     const { settings } = props;
     // What the stack's deletion, or a replacement, does to the data: queues, the table and the
-    // secrets are kept unless the environment's settings let them go.
-    const dataPolicy = settings.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+    // secrets are kept unless the environment's settings let them go. Kept except when the
+    // deploy that created them rolls back (RetainExceptOnCreate): a failed first deploy leaves
+    // no fixed-name secret behind to make the next one fail with "already exists".
+    const dataPolicy = settings.retainData
+      ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
+      : RemovalPolicy.DESTROY;
     const { retry } = settings;
 
     const queues = relayQueues(this, settings, retry, dataPolicy);

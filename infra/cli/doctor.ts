@@ -72,7 +72,8 @@ export function doctorSettings(environment: string, directory: string): RelaySet
 /**
  * A stack that CloudFormation has but that was never deployed: a change set never executed, or a
  * first deploy that failed and rolled back (the next deploy deletes it and starts again). Its
- * functions are gone; the secrets it made are kept (they are retained, and their names fixed).
+ * functions are gone; the secrets it made are deleted by this version's rollback
+ * (RetainExceptOnCreate), but kept by an earlier version's, their names fixed.
  */
 const NEVER_DEPLOYED = new Set([
   'REVIEW_IN_PROGRESS',

@@ -219,13 +219,15 @@ describe('the relay stack', () => {
     }
   });
 
-  it('retains queues, secrets and the de-duplication table on deletion or replacement unless the environment lets them go', () => {
+  it('retains queues, secrets and the de-duplication table on deletion or replacement unless the environment lets them go, and not after a failed first deploy', () => {
     const kinds = ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret', 'AWS::DynamoDB::Table'];
     const policies = (t: Template) =>
       kinds.flatMap((kind) =>
         Object.values(t.findResources(kind)).map((r) => [r.DeletionPolicy, r.UpdateReplacePolicy]),
       );
-    expect(policies(synth('prod').template)).toEqual(Array(6).fill(['Retain', 'Retain']));
+    expect(policies(synth('prod').template)).toEqual(
+      Array(6).fill(['RetainExceptOnCreate', 'Retain']),
+    );
     expect(policies(synth('prod', { retainData: false }).template)).toEqual(
       Array(6).fill(['Delete', 'Delete']),
     );
