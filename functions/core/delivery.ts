@@ -337,10 +337,16 @@ class DeliveryRun {
   }
 
   #situation(chunk: Chunk, call: Pick<CallSituation, 'items' | 'attempt' | 'token' | 'narrowing'>) {
-    const { entity, action } = chunk;
-    const { clock, random } = this.#deps;
-    const [halt, retry, callsUntil] = [this.#halt, this.#options, this.#callsUntil()];
-    return { entity, action, ...call, now: clock.now(), callsUntil, halt, random, retry };
+    return {
+      ...call,
+      entity: chunk.entity,
+      action: chunk.action,
+      now: this.#deps.clock.now(),
+      callsUntil: this.#callsUntil(),
+      halt: this.#halt,
+      random: this.#deps.random,
+      retry: this.#options,
+    };
   }
 
   /** Settles each item by its result; a merged item refused as invalid goes again event by event. */

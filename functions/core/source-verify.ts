@@ -60,21 +60,21 @@ export function verifySource(
       return verifyWebhook(standardWebhookHeaders(headers), raw, keys, nowSeconds) !== -1;
     }
     case 'stripe':
-      return verifyStripe(headers['stripe-signature'], secrets, raw, nowSeconds);
+      return verifyStripe(headers[signatureHeader(verify)], secrets, raw, nowSeconds);
     case 'shopify':
       // https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-5-verify-the-webhook
-      return anyMatches(decodeBase64(headers['x-shopify-hmac-sha256']), secrets, raw);
+      return anyMatches(decodeBase64(headers[signatureHeader(verify)]), secrets, raw);
     case 'github':
       // https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
-      return anyMatches(decodeHex(headers['x-hub-signature-256'], 'sha256='), secrets, raw);
+      return anyMatches(decodeHex(headers[signatureHeader(verify)], 'sha256='), secrets, raw);
     case 'hmac': {
-      const { header, encoding, prefix = '' } = verify;
+      const { encoding, prefix = '' } = verify;
       const decode = encoding === 'hex' ? decodeHex : decodeBase64;
-      return anyMatches(decode(headers[header], prefix), secrets, raw);
+      return anyMatches(decode(headers[signatureHeader(verify)], prefix), secrets, raw);
     }
     case 'api-key': {
       const digests = secrets.map((secret) => parseApiKey(secret));
-      return verifyApiKey(headers.authorization, digests) !== -1;
+      return verifyApiKey(headers[signatureHeader(verify)], digests) !== -1;
     }
   }
 }
@@ -86,6 +86,11 @@ const SIGNATURE_HEADER: Readonly<Record<string, string>> = {
   github: 'x-hub-signature-256',
   'api-key': 'authorization',
 };
+
+/** The header a scheme other than Standard Webhooks reads its signature or key from. */
+function signatureHeader(verify: VerifySettings): string {
+  return verify.scheme === 'hmac' ? verify.header : (SIGNATURE_HEADER[verify.scheme] as string);
+}
 
 /**
  * Which check refused a request `verifySource` refused, for the operator's log: no secret set,
@@ -108,8 +113,7 @@ export function refusedSourceCheck(
       return `webhook-timestamp more than ${TIMESTAMP_TOLERANCE_SECONDS} s from the ingest's clock`;
     return 'bad signature: no secret of the source signed this id, timestamp and body';
   }
-  const header =
-    verify.scheme === 'hmac' ? verify.header : (SIGNATURE_HEADER[verify.scheme] as string);
+  const header = signatureHeader(verify);
   const value = headers[header];
   if (value === undefined) return `no ${header} header`;
   if (verify.scheme === 'stripe') {
