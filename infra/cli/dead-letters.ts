@@ -9,6 +9,7 @@ import {
   type SendMessageBatchRequestEntry,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { groupsOf } from '../../functions/adapters/sqs-batches.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
 import type { OutgoingMessage } from '../../functions/core/ports.ts';
@@ -683,37 +684,12 @@ async function sendAndDelete(
     ...(fifo ? fifoIds(message) : {}),
   }));
   const moved: string[] = [];
-  for (const group of bySize(entries)) moved.push(...(await sendGroup(sqs, urls, letters, group)));
+  // One letter is at most SQS's largest message, so it always fits a call of its own.
+  const calls = groupsOf(entries, (entry) =>
+    messageSize(entry.MessageBody, entry.MessageAttributes),
+  );
+  for (const call of calls) moved.push(...(await sendGroup(sqs, urls, letters, call)));
   return moved;
-}
-
-/** SendMessageBatch takes at most 10 entries and 1 MiB (1,048,576 bytes) of messages in all. */
-const BATCH_ENTRIES = 10;
-const BATCH_BYTES = 1_048_576;
-
-/**
- * Entries in groups SendMessageBatch takes, in their order: a group is closed when the next
- * entry would pass 10 entries or 1 MiB. One letter is at most SQS's largest message, so it
- * always fits a group of its own.
- */
-function bySize<
-  T extends { MessageBody: string; MessageAttributes: Record<string, MessageAttributeValue> },
->(entries: T[]): T[][] {
-  const groups: T[][] = [];
-  let group: T[] = [];
-  let bytes = 0;
-  for (const entry of entries) {
-    const size = messageSize(entry.MessageBody, entry.MessageAttributes);
-    if (group.length > 0 && (group.length === BATCH_ENTRIES || bytes + size > BATCH_BYTES)) {
-      groups.push(group);
-      group = [];
-      bytes = 0;
-    }
-    group.push(entry);
-    bytes += size;
-  }
-  if (group.length > 0) groups.push(group);
-  return groups;
 }
 
 /**
