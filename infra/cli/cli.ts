@@ -15,9 +15,9 @@ import {
   type RedriveResult,
   redriveDeadLetters,
 } from './dead-letters.ts';
-import { EXIT, explainAwsError, SetupError } from './errors.ts';
+import { awsCall, EXIT, SetupError, UsageError } from './errors.ts';
 import { endpointsDir } from './local-endpoints.ts';
-import { authorize, storeCredentials, UsageError } from './operator-commands.ts';
+import { authorize, storeCredentials } from './operator-commands.ts';
 import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
 import { sendEvents } from './send.ts';
 import { senders, sendersLines } from './senders.ts';
@@ -778,25 +778,6 @@ async function deployedSources(environment: string, io: CliIo): Promise<SourcesI
   } finally {
     clients.cloudFormation.destroy();
     clients.lambda.destroy();
-  }
-}
-
-/** Runs AWS calls; an error the operator can fix becomes a SetupError naming the setting. */
-async function awsCall<T>(
-  environment: string,
-  io: Pick<CliIo, 'env'>,
-  call: () => Promise<T>,
-): Promise<T> {
-  try {
-    return await call();
-  } catch (error) {
-    const explained = explainAwsError(error, {
-      environment,
-      local: environment === 'local',
-      env: io.env,
-    });
-    if (explained) throw new SetupError(explained);
-    throw error;
   }
 }
 

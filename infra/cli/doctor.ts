@@ -24,8 +24,7 @@ import {
   PLACEHOLDER_ACCOUNT,
   type RelaySettings,
 } from '../aws/environments.ts';
-import { SetupError } from './errors.ts';
-import { UsageError } from './operator-commands.ts';
+import { SetupError, UsageError } from './errors.ts';
 
 /** Lambda keeps this much of an account's concurrency unreserved, whatever is asked. */
 const MIN_UNRESERVED_CONCURRENCY = 100;

@@ -16,6 +16,7 @@ import {
   type TokenSecret,
 } from '../../functions/core/token-secret.ts';
 import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
+import { UsageError } from './errors.ts';
 
 /** What the operator commands talk to; the bin builds the real ones from the AWS environment. */
 export interface CommandDeps {
@@ -147,11 +148,6 @@ export async function authorize(
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   }
-}
-
-/** A mistake the operator can fix; the bin prints its message without a stack. */
-export class UsageError extends Error {
-  override name = 'UsageError';
 }
 
 async function readClient(secrets: SecretsManagerClient, name: string): Promise<ClientSecret> {

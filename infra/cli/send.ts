@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { CredentialError } from '../../functions/core/errors.ts';
 import type { FetchLike } from '../../functions/core/ports.ts';
 import { parseApiKey, parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
-import { UsageError } from './operator-commands.ts';
+import { UsageError } from './errors.ts';
 
 /** What `send` talks to; the bin passes the real ones, the tests their own. */
 export interface SendDeps {

@@ -14,8 +14,7 @@ import {
 } from '../../functions/core/sender-credentials.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
-import { SetupError } from './errors.ts';
-import { UsageError } from './operator-commands.ts';
+import { SetupError, UsageError } from './errors.ts';
 import type { Target } from './target.ts';
 
 /** What `senders` shows of a credential: never its value. */

@@ -29,9 +29,8 @@ import {
   loadIngestConfig,
   sourceSecretName,
 } from '../../functions/shared/config.ts';
-import { SetupError } from './errors.ts';
+import { SetupError, UsageError } from './errors.ts';
 import { localEndpointsPath, readLocalEndpoints } from './local-endpoints.ts';
-import { UsageError } from './operator-commands.ts';
 import { OUTPUTS, stackOutputs } from './target.ts';
 
 /*

@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { FetchLike } from '../../functions/core/ports.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
-import { UsageError } from '../../infra/cli/operator-commands.ts';
+import { UsageError } from '../../infra/cli/errors.ts';
 import { type SendDeps, sendEvents } from '../../infra/cli/send.ts';
 import { type HttpFront, startHttpFront } from '../../infra/local/http-front.ts';
 import {
