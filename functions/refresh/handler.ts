@@ -3,7 +3,7 @@ import {
   type RefreshOutcome,
   type RefreshRequest,
   refreshTokens,
-} from '../core/token-refresh.ts';
+} from '../core/tokens/token-refresh.ts';
 
 export type RefreshHandler = (
   event: unknown,

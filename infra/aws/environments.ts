@@ -11,12 +11,12 @@ import {
   compileSources,
   parseSourcesDocument,
   type SourceDefinition,
-} from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/sources.ts';
 import {
   type FreshnessPolicy,
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
-} from '../../functions/core/token-freshness.ts';
+} from '../../functions/core/tokens/token-freshness.ts';
 import { DEFAULTS, MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */

@@ -5,8 +5,8 @@ import {
   mappingFailureText,
   mapSourcePayload,
   withoutPayloadValues,
-} from '../../functions/core/source-endpoint.ts';
-import { type CompiledSource, compileSources } from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/source-endpoint.ts';
+import { type CompiledSource, compileSources } from '../../functions/core/sources/sources.ts';
 import { SetupError } from './errors.ts';
 import type { SourcesInUse } from './sources.ts';
 

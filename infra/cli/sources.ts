@@ -9,20 +9,23 @@ import {
   type SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
 import { SourceConfigError } from '../../functions/core/errors.ts';
-import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
-import { mappingFailureText, mapSourcePayload } from '../../functions/core/source-endpoint.ts';
+import type { IngestLimits } from '../../functions/core/ingest/ingest-steps.ts';
+import {
+  mappingFailureText,
+  mapSourcePayload,
+} from '../../functions/core/sources/source-endpoint.ts';
 import {
   compileSourcesText,
   formatSourceSecret,
   MAX_SOURCE_SECRETS,
   parseSourceSecret,
-} from '../../functions/core/source-registry.ts';
+} from '../../functions/core/sources/source-registry.ts';
 import {
   type CompiledSource,
   compileSources,
   parseSourcesDocument,
   type SourceDefinition,
-} from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/sources.ts';
 import {
   DEFAULT_ENTITIES,
   DEFAULTS,

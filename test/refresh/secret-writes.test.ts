@@ -1,14 +1,14 @@
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import {
   type FreshnessPolicy,
   fewestSecondsLeftOnSchedule,
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
   scheduledFreshness,
-} from '../../functions/core/token-freshness.ts';
-import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
-import type { TokenSecret } from '../../functions/core/token-secret.ts';
+} from '../../functions/core/tokens/token-freshness.ts';
+import type { RefreshOutcome } from '../../functions/core/tokens/token-refresh.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
 import { LocalRefresher } from '../../infra/local/local-refresher.ts';
 import {
