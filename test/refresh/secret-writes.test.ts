@@ -27,9 +27,9 @@ import {
 
 /**
  * AWS asks for at most one PutSecretValue per secret every 10 minutes. The refresher's scheduled
- * runs keep to it (functions/core/token-freshness.ts) while renewing tokens before they expire,
- * and `cdk synth` warns of a lifetime and schedule that cannot (keepsToWriteInterval): both are
- * measured here against the simulator, with the Secrets Manager stand-in.
+ * runs keep to it (functions/core/tokens/token-freshness.ts) while renewing tokens before they
+ * expire, and `cdk synth` warns of a lifetime and schedule that cannot (keepsToWriteInterval):
+ * both are measured here against the simulator, with the Secrets Manager stand-in.
  */
 
 let fake: SecretsManagerFake;
