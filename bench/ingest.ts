@@ -31,7 +31,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
-import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
+import { parseCredentials, signWebhook } from '../functions/core/ingest/webhook-auth.ts';
 import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 import type { SignedRequest } from './support/stripe-source.ts';
 

@@ -1,8 +1,8 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { planBatches } from '../core/batch-plan.ts';
-import { deliverChunks } from '../core/delivery.ts';
-import type { DeliveryDeps, DeliveryOptions } from '../core/delivery-calls.ts';
-import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
+import { planBatches } from '../core/delivery/batch-plan.ts';
+import { deliverChunks } from '../core/delivery/delivery.ts';
+import type { DeliveryDeps, DeliveryOptions } from '../core/delivery/delivery-calls.ts';
+import { readMessages, type Settlement, settleBatch } from '../core/delivery/outcomes.ts';
 import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';
 

@@ -310,7 +310,7 @@ export interface SourceDeadLetter {
   /** The letter's id, answered as `deadLettered` and shown as its `eventId`. */
   id: string;
   source: string;
-  /** The message body: the versioned envelope of the payload (functions/core/source-endpoint.ts). */
+  /** The message body: its versioned envelope (functions/core/sources/source-endpoint.ts). */
   body: string;
   reason: 'mapping_failed';
   /** What failed, and where: the error and the JSON pointer of the first bad field. */

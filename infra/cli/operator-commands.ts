@@ -8,7 +8,7 @@ import {
   ResourceNotFoundException,
   SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
-import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import { MauticOAuthClient } from '../../functions/core/mautic/mautic-oauth.ts';
 import type { FetchLike, MauticTokens } from '../../functions/core/ports.ts';
 import {
   type ClientSecret,

@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { CredentialError } from '../../functions/core/errors.ts';
+import {
+  parseApiKey,
+  parseWebhookSecret,
+  signWebhook,
+} from '../../functions/core/ingest/webhook-auth.ts';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { parseApiKey, parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
 import type { Command } from './command.ts';
 import { EXIT, UsageError } from './errors.ts';
 import { closeTarget, localTarget } from './target.ts';

@@ -11,8 +11,8 @@ import {
   readSenderCredentials,
   type SenderCredential,
   writeSenderCredentials,
-} from '../../functions/core/sender-credentials.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+} from '../../functions/core/ingest/sender-credentials.ts';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
 import type { Command } from './command.ts';
 import { EXIT, SetupError, UsageError } from './errors.ts';

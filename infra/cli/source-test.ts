@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mappingFailureText, mapSourcePayload } from '../../functions/core/source-endpoint.ts';
-import { type CompiledSource, compileSources } from '../../functions/core/sources.ts';
+import {
+  mappingFailureText,
+  mapSourcePayload,
+} from '../../functions/core/sources/source-endpoint.ts';
+import { type CompiledSource, compileSources } from '../../functions/core/sources/sources.ts';
 import { UsageError } from './errors.ts';
 import { definitionOf, type SourcesInUse } from './sources.ts';
 

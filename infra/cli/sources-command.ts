@@ -8,8 +8,8 @@ import {
   formatSourceSecret,
   MAX_SOURCE_SECRETS,
   parseSourceSecret,
-} from '../../functions/core/source-registry.ts';
-import { compileSources } from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/source-registry.ts';
+import { compileSources } from '../../functions/core/sources/sources.ts';
 import { DEFAULTS, sourceSecretName } from '../../functions/shared/config.ts';
 import type { CliIo, Command, Values } from './command.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';

@@ -3,9 +3,12 @@ import { join } from 'node:path';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { GetFunctionConfigurationCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { SourceConfigError } from '../../functions/core/errors.ts';
-import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
-import { compileSourcesText } from '../../functions/core/source-registry.ts';
-import { parseSourcesDocument, type SourceDefinition } from '../../functions/core/sources.ts';
+import type { IngestLimits } from '../../functions/core/ingest/ingest-steps.ts';
+import { compileSourcesText } from '../../functions/core/sources/source-registry.ts';
+import {
+  parseSourcesDocument,
+  type SourceDefinition,
+} from '../../functions/core/sources/sources.ts';
 import { DEFAULT_ENTITIES, DEFAULTS, loadIngestConfig } from '../../functions/shared/config.ts';
 import type { CliIo } from './command.ts';
 import { awsCall, SetupError, UsageError } from './errors.ts';

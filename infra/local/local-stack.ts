@@ -303,7 +303,7 @@ async function start(
   await secrets.send(
     new CreateSecretCommand({
       Name: names.webhook,
-      // The `senders` format (functions/core/sender-credentials.ts), created now.
+      // The `senders` format (functions/core/ingest/sender-credentials.ts), created now.
       SecretString: JSON.stringify({
         senders: [
           ...webhookSecrets.map((secret, i) => ({
