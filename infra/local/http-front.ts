@@ -16,9 +16,9 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
+import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
+import { readBody } from '../../mautic-simulator/read-body.ts';
 import { invokeHandler, lambdaContext, newLogStreamName } from './lambda-context.ts';
-import { listenOnLoopback } from './loopback.ts';
-import { readBody } from './read-body.ts';
 
 export type HttpApiHandler = (
   event: APIGatewayProxyEventV2,

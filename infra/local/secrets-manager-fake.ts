@@ -16,8 +16,8 @@
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { listenOnLoopback } from './loopback.ts';
-import { readBody } from './read-body.ts';
+import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
+import { readBody } from '../../mautic-simulator/read-body.ts';
 
 export interface SecretsManagerFake {
   /** `http://127.0.0.1:<port>`. */
