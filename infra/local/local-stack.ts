@@ -35,8 +35,9 @@ import { startIngestThread } from './ingest-thread.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
+import { createQueuePair } from './queue-pair.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
-import { createQueuePair, FIFO_MAX_BATCH_SIZE, SqsEventSource } from './sqs-event-source.ts';
+import { FIFO_MAX_BATCH_SIZE, SqsEventSource } from './sqs-event-source.ts';
 
 /** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
 const localSchema = z

@@ -27,7 +27,7 @@ import { EXIT } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
 import { sourceRemapper } from '../../infra/cli/source-letters.ts';
 import { environmentSources, localSources } from '../../infra/cli/sources.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { NOW } from '../support/ingest.ts';
 import {
   type LocalSqs,
