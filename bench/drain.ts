@@ -51,12 +51,9 @@ import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
 import { LOCAL_DEDUP_TABLE, startLocalDynamoDb } from '../infra/local/dynamodb-local.ts';
 import { type FauxqsThread, startFauxqsThread } from '../infra/local/fauxqs-thread.ts';
 import { lambdaContext } from '../infra/local/lambda-context.ts';
+import { createQueuePair } from '../infra/local/queue-pair.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
-import {
-  createQueuePair,
-  FIFO_MAX_BATCH_SIZE,
-  SqsEventSource,
-} from '../infra/local/sqs-event-source.ts';
+import { FIFO_MAX_BATCH_SIZE, SqsEventSource } from '../infra/local/sqs-event-source.ts';
 import { queueCounts, sqsClient } from '../test/support/local-sqs.ts';
 import {
   type DeliveringCall,

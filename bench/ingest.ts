@@ -431,7 +431,7 @@ interface BenchServer {
  */
 async function startRelay(secret: string, side: Side): Promise<BenchServer> {
   const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
-  const { createQueuePair } = await import('../infra/local/sqs-event-source.ts');
+  const { createQueuePair } = await import('../infra/local/queue-pair.ts');
   const { startDedupStore } = await import('../infra/local/dynamodb-local.ts');
   const local = await startLocalSqs();
   const dedup = await startDedupStore(side === 'relay-dedup' ? DEDUP_ON_WINDOW_SECONDS : 0);

@@ -15,8 +15,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenOnLoopback } from '../infra/local/loopback.ts';
-import { readBody } from '../infra/local/read-body.ts';
 import {
   type AfterApplyFault,
   check,
@@ -35,9 +33,11 @@ import {
   toRateLimit,
 } from './harness.ts';
 import { addClient, respond, type State } from './kernel.ts';
+import { listenOnLoopback } from './loopback.ts';
 import { addBySegmentFilters } from './memberships.ts';
 import { issueTokens, type SimulatorClient } from './oauth.ts';
 import { parsePhpQuery } from './php.ts';
+import { readBody } from './read-body.ts';
 import { batchItemCount, createEntityState, listRecords, seedRecord } from './rest.ts';
 import { contactMemberships } from './store.ts';
 import {

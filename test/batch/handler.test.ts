@@ -7,11 +7,8 @@ import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery
 import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
 import type { QueuedMessage } from '../../functions/core/ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
-import {
-  createQueuePair,
-  type InvokeReport,
-  SqsEventSource,
-} from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
+import { type InvokeReport, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import {
   type MauticSimulator,
   type MauticSimulatorOptions,

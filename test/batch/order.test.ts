@@ -8,11 +8,8 @@ import type { QueuedEvent } from '../../functions/core/events.ts';
 import { queueMessageFor } from '../../functions/core/ingest/ingest-steps.ts';
 import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
 import type { ActionLedger, MauticBatchApi } from '../../functions/core/ports.ts';
-import {
-  createQueuePair,
-  type SqsBatchHandler,
-  SqsEventSource,
-} from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
+import { type SqsBatchHandler, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import {

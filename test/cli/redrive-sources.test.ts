@@ -27,7 +27,7 @@ import { endpointsPathIn, writeLocalEndpoints } from '../../infra/cli/local-endp
 import { redriveDeadLetters } from '../../infra/cli/redrive-letters.ts';
 import { sourceRemapper } from '../../infra/cli/source-letters.ts';
 import { environmentSources, localSources } from '../../infra/cli/sources.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { NOW } from '../support/ingest.ts';
 import {
   type LocalSqs,

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type LocalDynamoDb, newLedger, startLocalDynamoDb } from '../support/dedup.ts';
 import {
   API_KEY,

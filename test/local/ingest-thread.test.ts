@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { parseCredentials, signWebhook } from '../../functions/core/ingest/webhook-auth.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import { startIngestThread } from '../../infra/local/ingest-thread.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import {
   type LocalSqs,
   receiveUntil,

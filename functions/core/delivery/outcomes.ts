@@ -79,19 +79,20 @@ export interface Settlement<M extends QueuedMessage> {
 /**
  * Maps per-message delivery outcomes to dead letters, delays and retries (contract §2). A message
  * with no outcome (delivery stopped before it) is retried; nothing is acknowledged that was not
- * delivered or dead-lettered.
+ * delivered or dead-lettered. Only the read events are its concern: the unreadable messages are
+ * `readMessages`' letters, sent before delivery.
  *
  * When a retried message comes back, or whether its retry horizon has passed and it is
  * dead-lettered instead, is the retry policy's `decideRequeue`.
  */
 export function settleBatch<M extends QueuedMessage>(
   messages: ReadonlyArray<M>,
-  read: ReadBatch<M>,
+  read: Pick<ReadBatch<M>, 'events'>,
   outcomes: ReadonlyMap<string, MessageOutcome>,
   options: { now: number; maxDelaySeconds: number; policy: RetryPolicy; random: () => number },
 ): Settlement<M> {
   const { now, policy } = options;
-  const deadLetters = [...read.unreadable];
+  const deadLetters: Array<DeadLetter & { message: M }> = [];
   const retry: M[] = [];
   const retryReasons: Record<string, number> = {};
   const bySeconds = new Map<number, M[]>();

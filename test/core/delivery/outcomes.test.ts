@@ -51,12 +51,15 @@ const settle = (
   options: { maxDelaySeconds?: number; random?: number; policy?: RetryPolicy } = {},
 ) => {
   const policy = options.policy ?? POLICY;
-  return settleBatch(messages, readMessages(messages, policy.maxReceiveCount), new Map(outcomes), {
+  const read = readMessages(messages, policy.maxReceiveCount);
+  const settled = settleBatch(messages, read, new Map(outcomes), {
     now: NOW,
     maxDelaySeconds: options.maxDelaySeconds ?? 3600,
     policy,
     random: () => options.random ?? 0,
   });
+  // The batch's letters as the handler sends them: the unreadable first, then the settlement's.
+  return { ...settled, deadLetters: [...read.unreadable, ...settled.deadLetters] };
 };
 
 describe('readMessages', () => {
