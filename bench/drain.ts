@@ -21,7 +21,7 @@
  *   each in its create's message group; two calls per 200, a lookup (`GET /api/contacts`) then
  *   the edit (`PATCH /api/contacts/batch/edit`), so its ideal is half the creates'. Alone, the
  *   contacts are stored in the simulator beforehand, off the clock. With both, it also prints
- *   the edits' ratio divided by the creates' (issue 22's cost guard: within 10 %).
+ *   the edits' ratio divided by the creates' (the edits' cost guard: within 10 %).
  *
  * The last line is `SUMMARY {json}` for scripts: the creates' figures under the keys it always
  * had (`figure: drain_ratio`, `value`, …), the edits' under `match_edit_*`.

@@ -107,7 +107,7 @@ export function report(
 ) {
   if (settled.retry.length > 0) {
     // Its own age metric: SQS's ApproximateAgeOfOldestMessage leaves out a message received
-    // three times or more, so it loses sight of every event being retried (issue 26).
+    // three times or more, so it loses sight of every event being retried.
     const oldestSeconds = oldestAgeSeconds(settled.retry, clock.now());
     logger.warn('Events left to the queue for a later try', {
       event: 'events_retried',

@@ -84,7 +84,7 @@ export async function startSecrets(credential: MauticCredential, stops: Stops) {
 }
 
 /**
- * The sender credentials (issue 14) in the stand-in, which the ingest reads as in the cloud
+ * The sender credentials in the stand-in, which the ingest reads as in the cloud
  * (WEBHOOK_SECRET_ID, a 1 s cache), so `npx mautic-relay senders … --local` changes them while
  * the stack runs. Without WEBHOOK_SECRET one is made up, and answered.
  */

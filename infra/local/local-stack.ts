@@ -71,7 +71,7 @@ async function start(
   const secrets = await startSecrets(mautic.credential, stops);
   const queues = await startQueues(config, retry, print, stops);
   const refresher = await startRefresher(config, secrets, observers, stops);
-  // The de-duplication table (issue 13) and the action ledger's (issue 22): dynalite, living as
+  // The de-duplication table and the action ledger's: dynalite, living as
   // long as the local stack. Started before the batch function and so stopped after it: the
   // batches it finishes on the way out still use the ledger.
   const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);

@@ -1,5 +1,5 @@
 /**
- * Issue 24, item 2: settling never outlives the invocation. 200 messages left to the queue, each
+ * Settling never outlives the invocation. 200 messages left to the queue, each
  * with its own jittered delay, are hidden in calls of ten at once, not one call per delay one
  * after another (165 sequential calls answered after the deadline, and Lambda then failed the
  * whole batch); and every settling call of the SQS adapter has its own timeout within the time

@@ -8,7 +8,7 @@ import type { CfnTemplate } from '../support/cfn-schema.ts';
 import { cdkContext, environments, relayStack } from './synth.ts';
 import { limitProblems } from './template-limits.ts';
 
-/** Issue 26: what the stack must do to work in the cloud as AWS documents it. */
+/** What the stack must do to work in the cloud as AWS documents it. */
 
 function template(name = 'dev', overrides: Record<string, unknown> = {}) {
   return Template.fromStack(relayStack(name, overrides).stack);

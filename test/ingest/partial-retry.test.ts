@@ -1,5 +1,5 @@
 /**
- * Contract §1.3 after a partial 503 (issue 24): the ingest sends a request's events in groups of
+ * Contract §1.3 after a partial 503: the ingest sends a request's events in groups of
  * 10 at once, so one group can fail while the others are queued. The sender's retry of the whole
  * request must queue only what was not queued, also past SQS's own 5 minutes of
  * de-duplication. The real ingest handler, the real SQS adapter on a fauxqs FIFO queue (its

@@ -137,7 +137,7 @@ export function settleBatch<M extends QueuedMessage>(
  * Gives a message held back behind an earlier event of its record (`earlier_event_pending`)
  * the longest delay of the batch, which is at least that of the event it waits for, so the two
  * come back together (the planner then keeps their order) or the earlier one first; never the
- * later one alone first, as their own jitter could make it (issue 11).
+ * later one alone first, as their own jitter could make it.
  */
 function holdBackWithTheirEarlierEvents<M extends QueuedMessage>(
   bySeconds: Map<number, M[]>,

@@ -111,7 +111,7 @@ describe('planBatches', () => {
     ]);
   });
 
-  it('sends a blank or zero after a value in a later call, not merged over it (issue 11 defect)', () => {
+  it('sends a blank or zero after a value in a later call, not merged over it', () => {
     const first = incoming({
       entity: 'contacts',
       action: 'create',

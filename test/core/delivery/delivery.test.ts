@@ -518,7 +518,7 @@ describe('deliverChunks', () => {
   });
 });
 
-describe('deliverChunks: order, merges and answers that cannot tell (issue 11)', () => {
+describe('deliverChunks: order, merges and answers that cannot tell', () => {
   it('makes one call per 200 events for 2,000 distinct creates (calls per event ≤ 1.05/200)', async () => {
     const outcomes = await deliverChunks(plan(creates(2_000)), deadline(), deps);
 

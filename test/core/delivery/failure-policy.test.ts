@@ -457,7 +457,7 @@ describe('decideItem', () => {
     expect(decideItem(result, item)).toEqual(to);
   });
 
-  it('dead-letters a value another record holds as duplicate, naming the value (issue 25)', () => {
+  it('dead-letters a value another record holds as duplicate, naming the value', () => {
     const refused: ItemResult = {
       kind: 'rejected',
       status: 422,

@@ -1,5 +1,5 @@
 /**
- * Issue 24 at the delivery's level, against the simulator over real HTTP: a create Mautic may
+ * Partial failures at the delivery's level, against the simulator over real HTTP: a create Mautic may
  * have saved before a 5xx is never sent again; a time Mautic names (a rate limit's reset, a
  * 503's Retry-After) is waited for, never called before; one item that fails every call it is
  * in is narrowed down so the others are delivered.

@@ -373,7 +373,7 @@ describe('planned delivery versus one event at a time', () => {
     expect(heldBack).toBeGreaterThan(50);
   }, 120_000);
 
-  it('reproduces the defects of issue 11: blanks after values, additive tags, delete then re-create', async () => {
+  it('reproduces three defects once found: blanks after values, additive tags, delete then re-create', async () => {
     const inputs: EventInput[] = [
       {
         entity: 'contacts',

@@ -183,7 +183,7 @@ describe('MauticApiClient.create', () => {
   it('creates companies, each a new record', async () => {
     const results = await api.create(
       'companies',
-      // Two names: Mautic 5.1 refuses a second company of one name (422, issue 25).
+      // Two names: Mautic 5.1 refuses a second company of one name (422).
       [{ companyname: 'Acme' }, { companyname: 'Globex' }],
       call,
     );
