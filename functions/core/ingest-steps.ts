@@ -33,6 +33,8 @@ export interface IngestRequest {
 export interface IngestResponse {
   status: 202 | IngestRefusal['status'];
   body: unknown;
+  /** Headers beside the content type, e.g. a 429's `Retry-After`. */
+  headers?: Readonly<Record<string, string>> | undefined;
 }
 
 export interface IngestLimits {
@@ -47,6 +49,8 @@ export interface IngestLimits {
    * @default email
    */
   contactMatchFields: ReadonlySet<string>;
+  /** `MAX_RECORD_EVENTS_PER_MINUTE` (contract §2); 0 or absent: no bound. @default 600 */
+  maxRecordEventsPerMinute?: number | undefined;
 }
 
 /** Who sent a request, as the authenticate step found: what the later steps need of it. */
@@ -333,9 +337,11 @@ export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[
  * the sender sends again is queued again, as without a FIFO queue.
  */
 export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMessage {
-  const record = recordKey(event) ?? `event ${event.sender} ${event.eventId}`;
+  const key = recordKey(event);
+  const record = key ?? `event ${event.sender} ${event.eventId}`;
   return {
     eventId: event.eventId,
+    namesRecord: key !== undefined,
     body: toSqsText(JSON.stringify(event)),
     groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
     deduplicationId: createHash('sha256')
@@ -355,8 +361,9 @@ export function toSqsText(json: string): string {
 
 /** The answer for a refusal: `{ error: { code, message, details? } }` with its status. */
 export function refusalResponse(refusal: IngestRefusal): IngestResponse {
-  const { status, code, message, details } = refusal;
-  return { status, body: { error: { code, message, ...(details ? { details } : {}) } } };
+  const { status, code, message, details, retryAfterSeconds: after } = refusal;
+  const headers = after === undefined ? undefined : { 'retry-after': String(after) };
+  return { status, body: { error: { code, message, ...(details ? { details } : {}) } }, headers };
 }
 
 /**

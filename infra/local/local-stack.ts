@@ -20,6 +20,7 @@ import {
   loadBatchConfig,
   loadIngestConfig,
   loadRefreshConfig,
+  recordEventsPerMinute,
   secretNames,
 } from '../../functions/shared/config.ts';
 import {
@@ -68,6 +69,8 @@ const localSchema = z
     ENTITIES: entityList,
     CONTACT_MATCH_FIELDS: contactMatchFieldList,
     DEDUP_WINDOW_SECONDS: dedupWindow,
+    /** Contract §2: one busy record never stalls the others; 0 turns the bound off. */
+    MAX_RECORD_EVENTS_PER_MINUTE: recordEventsPerMinute,
     /** The sources document (contract §6), with its secrets; read again when it changes. */
     SOURCES_FILE: z.string().min(1).optional(),
   })
@@ -330,6 +333,7 @@ async function start(
     [ENV.CONTACT_MATCH_FIELDS]: config.CONTACT_MATCH_FIELDS.join(','),
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: String(config.MAX_RECORD_EVENTS_PER_MINUTE),
     // Where a source's payload that cannot be mapped is kept (contract §6), as in the cloud.
     ...(sourcesFile === undefined
       ? {}
