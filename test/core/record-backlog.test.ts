@@ -3,9 +3,15 @@
  * `functions/core/record-backlog.ts`, over a counter kept in memory. The same through the HTTP
  * front, the DynamoDB counter and two ingest containers: test/ingest/record-backlog.test.ts.
  */
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { IngestRefusal, StoreUnavailableError } from '../../functions/core/errors.ts';
+import {
+  IngestRefusal,
+  QueueUnavailableError,
+  StoreUnavailableError,
+} from '../../functions/core/errors.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
+import { acceptEvents } from '../../functions/core/ingest.ts';
 import { queueMessageFor } from '../../functions/core/ingest-steps.ts';
 import type { MinuteCounts, OutgoingMessage, RecordCounter } from '../../functions/core/ports.ts';
 import {
@@ -15,6 +21,8 @@ import {
   eventsPerRecord,
   secondsUntilRoom,
 } from '../../functions/core/record-backlog.ts';
+import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { API_KEY, INGEST_LIMITS } from '../support/ingest.ts';
 import { recorder } from '../support/observe.ts';
 
 /** 12:00:00 UTC: the start of a minute. */
@@ -243,5 +251,40 @@ describe('admitting a request to its records', () => {
     const { deps: none } = deps(memory.counter);
     await admitToRecords(times(9, ann), request, { ...none, recordCounter: undefined });
     expect(memory.calls.add).toBe(100);
+  });
+});
+
+describe('the ingest with the bound', () => {
+  it('leaves counted only what the queue took when it fails part way (503)', async () => {
+    const memory = memoryCounter();
+    const credentials = parseCredentials({ webhookSecrets: [], apiKeys: [API_KEY] });
+    const events = [
+      { entity: 'contacts', action: 'create', data: { email: 'ann@x.com' } },
+      { entity: 'contacts', action: 'delete', match: { email: 'bob@x.com' } },
+    ];
+    const answer = await acceptEvents(
+      {
+        body: new TextEncoder().encode(JSON.stringify(events)),
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      },
+      {
+        credentials: async () => credentials,
+        // SQS took Ann's event, then failed.
+        queue: {
+          async enqueue(messages, queued) {
+            if (messages[0]) queued?.(messages[0]);
+            throw new QueueUnavailableError('SQS failed');
+          },
+        },
+        clock: { now: () => MINUTE_START },
+        newId: () => randomUUID(),
+        limits: { ...INGEST_LIMITS, maxRecordEventsPerMinute: 5 },
+        recordCounter: memory.counter,
+      },
+    );
+
+    expect(answer.status).toBe(503);
+    expect(memory.of(ann())).toBe(1);
+    expect(memory.of(bob())).toBe(0);
   });
 });
