@@ -1,6 +1,7 @@
 import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { StoreUnavailableError } from '../core/errors.ts';
-import type { Logger, MinuteCounts, RecordCounter } from '../core/ports.ts';
+import type { Logger } from '../core/ports.ts';
+import type { MinuteCounts, RecordCounter } from '../core/record-counter.ts';
 import {
   DEDUP_STORE_FAILED_EVENT,
   DEDUP_TABLE_KEY,

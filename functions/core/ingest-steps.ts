@@ -332,9 +332,10 @@ export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[
  * The queue message for an event (contract §2, order per record). Its message group is its
  * record (`recordKey`), hashed to fit SQS's 128 characters, so a FIFO queue hands a record's
  * events out in arrival order and none while one is in flight; a create that always makes a new
- * record has a group of its own. The deduplication id is unique per event of one request
- * (`index` is its position), so a send retried within the request queues it once, and a request
- * the sender sends again is queued again, as without a FIFO queue.
+ * record has a group of its own, and `namesRecord` false: the bound per record (contract §2)
+ * counts only the others. The deduplication id is unique per event of one request (`index` is
+ * its position), so a send retried within the request queues it once, and a request the sender
+ * sends again is queued again, as without a FIFO queue.
  */
 export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMessage {
   const key = recordKey(event);

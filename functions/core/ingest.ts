@@ -18,11 +18,11 @@ import type {
   IngestCredentials,
   Logger,
   OutgoingMessage,
-  RecordCounter,
   RequestIdentity,
   RequestLedger,
 } from './ports.ts';
 import { admitToRecords, checkRecordShare } from './record-backlog.ts';
+import type { RecordCounter } from './record-counter.ts';
 import { loggingRefusals } from './unauthorized-log.ts';
 
 export interface IngestDeps {

@@ -218,31 +218,6 @@ export interface IngestCredentials {
   apiKeyDigests: ReadonlyArray<Buffer>;
 }
 
-/** How many events a record had accepted in one minute and in the minute before it. */
-export interface MinuteCounts {
-  /** This minute's, the events just added included. */
-  current: number;
-  previous: number;
-}
-
-/**
- * Counts each record's accepted events per minute (contract §2, one busy record never stalls
- * the others), shared by every ingest container. `record` is the record's message group (a
- * hash, never the reference itself); `minute` is epoch minutes. Both methods throw a
- * `StoreUnavailableError` when the store cannot be used.
- */
-export interface RecordCounter {
-  /** Adds `events` to the record's `minute`, and answers that minute's count and the one before. */
-  add(
-    record: string,
-    events: number,
-    minute: number,
-    options: { requestId: string | undefined },
-  ): Promise<MinuteCounts>;
-  /** Takes back `events` added to `minute` by a request that then queued none of them. */
-  giveBack(record: string, events: number, minute: number): Promise<void>;
-}
-
 // --- queues ---------------------------------------------------------------------------------
 
 /** One queue message: a queued event, serialised, with its FIFO group and deduplication id. */
@@ -253,10 +228,6 @@ export interface OutgoingMessage {
   groupId: string;
   /** Unique per message of one request: a send SQS is asked to repeat queues it once. */
   deduplicationId: string;
-  /**
-   * The event names a record, whose message group `groupId` is: its events are held to the
-   * per-record bound (contract §2). Absent: a create that always makes a new record.
-   */
   namesRecord?: boolean | undefined;
 }
 
@@ -302,7 +273,6 @@ export interface DeadLetter {
   action?: string;
 }
 
-/** The queues the batch function writes to itself. */
 /**
  * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
  * past it, and what it did not do counts as failed.

@@ -30,7 +30,8 @@ import {
   type IngestResponse,
   refusalResponse,
 } from './ingest-steps.ts';
-import type { Clock, Logger, MinuteCounts, OutgoingMessage, RecordCounter } from './ports.ts';
+import type { Clock, Logger, OutgoingMessage } from './ports.ts';
+import type { MinuteCounts, RecordCounter } from './record-counter.ts';
 
 /** The bound's window. */
 const MINUTE_MS = 60_000;

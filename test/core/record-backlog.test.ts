@@ -13,7 +13,7 @@ import {
 import type { QueuedEvent } from '../../functions/core/events.ts';
 import { acceptEvents } from '../../functions/core/ingest.ts';
 import { queueMessageFor } from '../../functions/core/ingest-steps.ts';
-import type { MinuteCounts, OutgoingMessage, RecordCounter } from '../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../functions/core/ports.ts';
 import {
   admitToRecords,
   checkRecordShare,
@@ -21,6 +21,7 @@ import {
   eventsPerRecord,
   secondsUntilRoom,
 } from '../../functions/core/record-backlog.ts';
+import type { MinuteCounts, RecordCounter } from '../../functions/core/record-counter.ts';
 import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { API_KEY, INGEST_LIMITS } from '../support/ingest.ts';
 import { recorder } from '../support/observe.ts';
