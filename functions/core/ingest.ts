@@ -48,9 +48,10 @@ export function acceptEvents(request: IngestRequest, deps: IngestDeps): Promise<
 /**
  * Runs an ingest endpoint's pipeline, in the contract's order (§1.5): size, content type, the
  * endpoint's authenticate and events steps, envelopes, size per message, events per record, then
- * one enqueue per request identity, counted against its records' bounds (contract §2). Bad input never reaches the de-duplication store, and only a 202 is
- * remembered. It never answers 5xx for bad input: every input problem has its 4xx. An events
- * step that gives an `Intake` has made the messages (or what to do instead) itself.
+ * one enqueue per request identity, counted against its records' bounds (contract §2). Bad input
+ * never reaches the de-duplication store, and only a 202 is remembered. It never answers 5xx for
+ * bad input: every input problem has its 4xx. An events step that gives an `Intake` has made the
+ * messages (or what to do instead) itself.
  */
 export async function acceptWith(
   endpoint: IngestEndpoint,
