@@ -372,6 +372,8 @@ async function start(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
   print(`  de-duplication: ${dedup.description}`);
+  const bound = config.MAX_RECORD_EVENTS_PER_MINUTE;
+  print(`  per record: ${bound === 0 ? 'no bound' : `at most ${bound} events a minute`}`);
   if (sourcesFile !== undefined) {
     print(
       `  sources:       ${sourceNames.join(', ') || 'none'} (POST ${front.url}/sources/NAME; ${sourcesFile}, read again when it changes)`,

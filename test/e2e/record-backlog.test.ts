@@ -31,6 +31,7 @@ describe('npm start with MAX_RECORD_EVENTS_PER_MINUTE', () => {
     expect(output.some((line) => /^refused request \S+: 429 record_backlog$/.test(line))).toBe(
       true,
     );
+    expect(output).toContain('  per record: at most 3 events a minute');
     expect(output.join('\n')).not.toContain('busy@example.com');
   }, 60_000);
 });
