@@ -504,6 +504,8 @@ async function startFront(
     [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
     [ENV.WEBHOOK_SECRET]: data.secret,
     [ENV.DEDUP_WINDOW_SECONDS]: String(dedup ? DEDUP_ON_WINDOW_SECONDS : 0),
+    // The store's side counts its records too (one store call per event here: each names its own).
+    ...(dedup ? {} : { [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0' }),
     ...(dedup ? { [ENV.DEDUP_TABLE_NAME]: dedup.tableName } : {}),
     ...(sources ? { [ENV.DEAD_LETTER_QUEUE_URL]: sources.deadLetterQueueUrl } : {}),
   });

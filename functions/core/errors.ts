@@ -276,21 +276,33 @@ export interface RefusalDetail {
  */
 export class IngestRefusal extends Error {
   override name = 'IngestRefusal';
-  readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 422 | 503;
+  readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 422 | 429 | 503;
   readonly code: string;
   readonly details: RefusalDetail[] | undefined;
+  /** When to send the request again (a 429's `Retry-After`), in whole seconds. */
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     status: IngestRefusal['status'],
     code: string,
     message: string,
     details?: RefusalDetail[],
+    options: { retryAfterSeconds?: number } = {},
   ) {
     super(message);
     this.status = status;
     this.code = code;
     this.details = details;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
+}
+
+/**
+ * A table the ingest needs could not be used (the record counters', contract §2): nothing was
+ * decided, and the request may be sent again whole.
+ */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
 }
 
 /** A webhook secret or API key that cannot work; the message never quotes it. */

@@ -228,6 +228,7 @@ export interface OutgoingMessage {
   groupId: string;
   /** Unique per message of one request: a send SQS is asked to repeat queues it once. */
   deduplicationId: string;
+  namesRecord?: boolean | undefined;
 }
 
 /** Where accepted events go; it resolves only when every message is durably queued. */
@@ -272,7 +273,6 @@ export interface DeadLetter {
   action?: string;
 }
 
-/** The queues the batch function writes to itself. */
 /**
  * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
  * past it, and what it did not do counts as failed.

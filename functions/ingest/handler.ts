@@ -94,7 +94,10 @@ function respond(
 ): APIGatewayProxyStructuredResultV2 {
   return {
     statusCode: response.status,
-    headers: { 'content-type': 'application/json' },
+    headers: {
+      'content-type': 'application/json',
+      ...('headers' in response ? response.headers : {}),
+    },
     body: JSON.stringify(response.body),
   };
 }

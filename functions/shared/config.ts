@@ -35,6 +35,7 @@ export const ENV = {
   MAX_RECEIVE_COUNT: 'MAX_RECEIVE_COUNT',
   SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
+  MAX_RECORD_EVENTS_PER_MINUTE: 'MAX_RECORD_EVENTS_PER_MINUTE',
 } as const;
 
 /**
@@ -65,6 +66,8 @@ export const DEFAULTS = Object.freeze({
   retryMaxDelaySeconds: 900,
   /** A day, like EventBridge's retry limit. */
   retryHorizonSeconds: 86_400,
+  /** Contract §2: ten a second for one record, far more than one contact's changes need. */
+  maxRecordEventsPerMinute: 600,
 });
 
 /**
@@ -73,32 +76,11 @@ export const DEFAULTS = Object.freeze({
  * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
  * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
  */
-export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
-  'contacts',
-  'companies',
-  'segments',
-  'notes',
-  'devices',
-  'tags',
-  'assets',
-  'campaigns',
-  'categories',
-  'messages',
-  'dynamiccontents',
-  'emails',
-  'forms',
-  'notifications',
-  'pages',
-  'points',
-  'reports',
-  'smses',
-  'stages',
-  'users',
-  'roles',
-  'hooks',
-  'focus',
-  'tweets',
-]);
+export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
+  `contacts companies segments notes devices tags assets campaigns categories messages
+  dynamiccontents emails forms notifications pages points reports smses stages users roles
+  hooks focus tweets`.split(/\s+/),
+);
 
 /** The longest window accepted: 30 days. */
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
@@ -246,6 +228,14 @@ export const contactMatchFieldList = commaList
 /** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
 export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
 
+/** `MAX_RECORD_EVENTS_PER_MINUTE`: 0 turns the bound off. */
+export const MAX_RECORD_EVENTS_PER_MINUTE = 1_000_000;
+export const recordEventsPerMinute = integer(
+  0,
+  MAX_RECORD_EVENTS_PER_MINUTE,
+  DEFAULTS.maxRecordEventsPerMinute,
+);
+
 const ingestSchema = z
   .object({
     [ENV.EVENTS_QUEUE_URL]: required,
@@ -259,6 +249,7 @@ const ingestSchema = z
     [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
     [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
     [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
     [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
     [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
     [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
@@ -271,10 +262,15 @@ const ingestSchema = z
     path: [ENV.SOURCES_SECRET_PREFIX],
     message: 'is required with SOURCES_DOCUMENT',
   })
-  .refine((env) => env.DEDUP_WINDOW_SECONDS === 0 || env.DEDUP_TABLE_NAME !== undefined, {
-    path: [ENV.DEDUP_TABLE_NAME],
-    message: 'is required unless DEDUP_WINDOW_SECONDS is 0',
-  })
+  .refine(
+    (env) =>
+      (env.DEDUP_WINDOW_SECONDS === 0 && env.MAX_RECORD_EVENTS_PER_MINUTE === 0) ||
+      env.DEDUP_TABLE_NAME !== undefined,
+    {
+      path: [ENV.DEDUP_TABLE_NAME],
+      message: 'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
+    },
+  )
   .refine(
     (env) =>
       env.WEBHOOK_SECRET_ID !== undefined ||
@@ -299,6 +295,8 @@ export interface IngestConfig {
   /** 0: de-duplication is off. */
   dedupWindowSeconds: number;
   dedupTableName: string | undefined;
+  /** The most events a record may have accepted in a minute (contract §2); 0: no bound. */
+  maxRecordEventsPerMinute: number;
   /**
    * The cloud's sources (contract §6): the document as JSON text, without secrets, and the prefix
    * of each source's secret name in Secrets Manager. Undefined: none (or, locally, the local
@@ -326,6 +324,7 @@ export function loadIngestConfig(
     contactMatchFields: values.CONTACT_MATCH_FIELDS,
     dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
     dedupTableName: values.DEDUP_TABLE_NAME,
+    maxRecordEventsPerMinute: values.MAX_RECORD_EVENTS_PER_MINUTE,
     sources:
       values.SOURCES_DOCUMENT === undefined
         ? undefined

@@ -17,7 +17,11 @@ import {
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
 } from '../../functions/core/tokens/token-freshness.ts';
-import { DEFAULTS, MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
+import {
+  DEFAULTS,
+  MAX_DEDUP_WINDOW_SECONDS,
+  MAX_RECORD_EVENTS_PER_MINUTE,
+} from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
 const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
@@ -145,6 +149,11 @@ const settingsSchema = z.strictObject({
   ),
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
+  /**
+   * The most events one record may have accepted in a minute (`MAX_RECORD_EVENTS_PER_MINUTE`,
+   * contract §2); 0 turns the bound off.
+   */
+  maxRecordEventsPerMinute: z.number().int().min(0).max(MAX_RECORD_EVENTS_PER_MINUTE),
   /**
    * The sources (contract §6): what a sources document holds under `"sources"`, without secrets
    * (each source's secret is in Secrets Manager, set with `sources set-secret`). `{}`: none.

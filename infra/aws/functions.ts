@@ -168,6 +168,7 @@ function ingestFunction(
       [ENV.EVENTS_QUEUE_URL]: queues.events.queueUrl,
       [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
       [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
+      [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: String(settings.maxRecordEventsPerMinute),
       ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
       [ENV.CONTACT_MATCH_FIELDS]: settings.contactMatchFields.join(','),
       ...(settings.sources.length === 0
@@ -180,8 +181,8 @@ function ingestFunction(
     },
   });
   // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),
-  // save the answer (update), free the id after a failure (delete); and the ledger's progress of
-  // a partial 503 (put, get). Nothing else.
+  // save the answer (update), free the id after a failure (delete); the ledger's progress of a
+  // partial 503 (put, get); the records' counters (update, get). Nothing else.
   allow(
     ingest,
     ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],

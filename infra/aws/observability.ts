@@ -65,6 +65,7 @@ const LOG_EVENTS: Readonly<Record<LogFilterMetricName, { event: string; value: s
   DedupStoreErrors: { event: DEDUP_STORE_FAILED_EVENT, value: '1' },
   MauticCallsFailed: { event: 'mautic_call_failed', value: '1' },
   DeadLetterSendsFailed: { event: 'dead_letter_failed', value: '$.count' },
+  RecordBacklogRefusals: { event: 'record_backlog', value: '1' },
 };
 
 /**
@@ -270,6 +271,8 @@ function dashboard(
       [
         graph('Events in', [
           as('queued', queues.events.metricNumberOfMessagesSent({ period, statistic: 'Sum' })),
+          // Requests, not events: each refused whole because one record is past its bound.
+          as('requests refused: record_backlog', logMetric('RecordBacklogRefusals')),
         ]),
         graph('Delivered, rejected, retried', [
           as('delivered', relayMetric('EventsDelivered', 'Sum')),

@@ -22,7 +22,7 @@ export interface IngestThreadOptions {
   sqsEndpoint: string;
   /** The Secrets Manager stand-in; needed when the configuration names a webhook secret. */
   secretsEndpoint?: string;
-  /** The de-duplication store; needed unless DEDUP_WINDOW_SECONDS is 0. */
+  /** The de-duplication store; needed unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0. */
   dynamodbEndpoint?: string;
   /** Default 0 (ephemeral); the host is always 127.0.0.1. */
   port?: number;

@@ -30,6 +30,8 @@ export function printBanner(config: LocalConfig, banner: Banner, print: (line: s
     `  token store:   Secrets Manager stand-in at ${banner.secretsEndpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
   print(`  de-duplication: ${banner.dedupDescription}`);
+  const bound = config.MAX_RECORD_EVENTS_PER_MINUTE;
+  print(`  per record: ${bound === 0 ? 'no bound' : `at most ${bound} events a minute`}`);
   if (sourcesFile !== undefined) {
     print(
       `  sources:       ${banner.sourceNames.join(', ') || 'none'} (POST ${frontUrl}/sources/NAME; ${sourcesFile}, read again when it changes)`,

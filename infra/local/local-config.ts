@@ -12,6 +12,7 @@ import {
   dedupWindow,
   entityList,
   integer,
+  recordEventsPerMinute,
 } from '../../functions/shared/config.ts';
 
 /** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
@@ -44,6 +45,8 @@ const localSchema = z
     ENTITIES: entityList,
     CONTACT_MATCH_FIELDS: contactMatchFieldList,
     DEDUP_WINDOW_SECONDS: dedupWindow,
+    /** One busy record never stalls the others (contract §2); 0 turns the bound off. */
+    MAX_RECORD_EVENTS_PER_MINUTE: recordEventsPerMinute,
     /** The sources document (contract §6), with its secrets; read again when it changes. */
     SOURCES_FILE: z.string().min(1).optional(),
   })

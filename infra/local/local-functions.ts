@@ -156,6 +156,7 @@ export async function startIngestFunction(
     [ENV.CONTACT_MATCH_FIELDS]: config.CONTACT_MATCH_FIELDS.join(','),
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: String(config.MAX_RECORD_EVENTS_PER_MINUTE),
     // Where a source's payload that cannot be mapped is kept (contract §6), as in the cloud.
     ...(sourcesFile === undefined
       ? {}

@@ -457,6 +457,7 @@ describe('the redrive’s mapper for a deployed environment', () => {
             DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo',
             INGEST_API_KEYS: 'k',
             DEDUP_WINDOW_SECONDS: '0',
+            MAX_RECORD_EVENTS_PER_MINUTE: '0',
             SOURCES_DOCUMENT: document,
             SOURCES_SECRET_PREFIX: 'MauticRelay/dev/sources/',
           },

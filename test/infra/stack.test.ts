@@ -496,6 +496,32 @@ describe('the relay stack', () => {
     });
   });
 
+  it('gives the ingest its bound per record from the settings, and counts its 429s from its log', () => {
+    const ingestVariables = (of: Template) =>
+      Object.values(of.findResources('AWS::Lambda::Function')).find(
+        (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+      )?.Properties.Environment.Variables;
+    const off = synth('dev', { maxRecordEventsPerMinute: 0 }).template;
+
+    expect(ingestVariables(template).MAX_RECORD_EVENTS_PER_MINUTE).toBe('600');
+    expect(ingestVariables(off).MAX_RECORD_EVENTS_PER_MINUTE).toBe('0');
+    expect(() => synth('dev', { maxRecordEventsPerMinute: -1 })).toThrow(
+      /maxRecordEventsPerMinute/,
+    );
+    template.hasResourceProperties('AWS::Logs::MetricFilter', {
+      LogGroupName: { Ref: Match.stringLikeRegexp('^IngestLogs') },
+      FilterPattern: '{ $.event = "record_backlog" }',
+      MetricTransformations: [
+        {
+          MetricNamespace: 'MauticBatchRelay/dev',
+          MetricName: 'RecordBacklogRefusals',
+          MetricValue: '1',
+          Unit: 'Count',
+        },
+      ],
+    });
+  });
+
   it('raises every alarm to the SNS topic', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
     const metrics = alarms.map(

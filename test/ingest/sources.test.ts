@@ -575,6 +575,7 @@ describe('the guarantees of §1', () => {
         [ENV.EVENTS_QUEUE_URL]: 'http://127.0.0.1:9/000000000000/events.fifo',
         [ENV.WEBHOOK_SECRET]: WEBHOOK_SECRET,
         [ENV.DEDUP_WINDOW_SECONDS]: '0',
+        [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
         ...extra,
       });
     const edges = { sqs, sources, logger: new Logger({ logLevel: 'SILENT' }) };

@@ -34,6 +34,7 @@ function config(extra: Record<string, string> = {}) {
     [ENV.EVENTS_QUEUE_URL]: queueUrl,
     [ENV.WEBHOOK_SECRET]: secret,
     [ENV.DEDUP_WINDOW_SECONDS]: '0',
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
     ...extra,
   });
 }

@@ -126,6 +126,7 @@ describe('the ingest thread with SOURCES_FILE', () => {
           [ENV.EVENTS_QUEUE_URL]: queueUrl,
           [ENV.INGEST_API_KEYS]: 'an-api-key-of-sixteen-chars',
           [ENV.DEDUP_WINDOW_SECONDS]: '0',
+          [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
           [ENV.DEAD_LETTER_QUEUE_URL]: deadLetterQueueUrl,
         }),
         sqsEndpoint: local.endpoint,

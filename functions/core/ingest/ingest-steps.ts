@@ -32,6 +32,8 @@ export interface IngestRequest {
 export interface IngestResponse {
   status: 202 | IngestRefusal['status'];
   body: unknown;
+  /** Headers beside the content type, e.g. a 429's `Retry-After`. */
+  headers?: Readonly<Record<string, string>> | undefined;
 }
 
 export interface IngestLimits {
@@ -46,6 +48,8 @@ export interface IngestLimits {
    * @default email
    */
   contactMatchFields: ReadonlySet<string>;
+  /** `MAX_RECORD_EVENTS_PER_MINUTE` (contract §2); 0 or absent: no bound. @default 600 */
+  maxRecordEventsPerMinute?: number | undefined;
 }
 
 /** Who sent a request, as the authenticate step found: what the later steps need of it. */
@@ -327,14 +331,17 @@ export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[
  * The queue message for an event (contract §2, order per record). Its message group is its
  * record (`recordKey`), hashed to fit SQS's 128 characters, so a FIFO queue hands a record's
  * events out in arrival order and none while one is in flight; a create that always makes a new
- * record has a group of its own. The deduplication id is unique per event of one request
- * (`index` is its position), so a send retried within the request queues it once, and a request
- * the sender sends again is queued again, as without a FIFO queue.
+ * record has a group of its own, and `namesRecord` false: the bound per record (contract §2)
+ * counts only the others. The deduplication id is unique per event of one request (`index` is
+ * its position), so a send retried within the request queues it once, and a request the sender
+ * sends again is queued again, as without a FIFO queue.
  */
 export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMessage {
-  const record = recordKey(event) ?? `event ${event.sender} ${event.eventId}`;
+  const key = recordKey(event);
+  const record = key ?? `event ${event.sender} ${event.eventId}`;
   return {
     eventId: event.eventId,
+    namesRecord: key !== undefined,
     body: toSqsText(JSON.stringify(event)),
     groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
     deduplicationId: createHash('sha256')
@@ -354,8 +361,9 @@ export function toSqsText(json: string): string {
 
 /** The answer for a refusal: `{ error: { code, message, details? } }` with its status. */
 export function refusalResponse(refusal: IngestRefusal): IngestResponse {
-  const { status, code, message, details } = refusal;
-  return { status, body: { error: { code, message, ...(details ? { details } : {}) } } };
+  const { status, code, message, details, retryAfterSeconds: after } = refusal;
+  const headers = after === undefined ? undefined : { 'retry-after': String(after) };
+  return { status, body: { error: { code, message, ...(details ? { details } : {}) } }, headers };
 }
 
 /**

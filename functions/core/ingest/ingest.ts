@@ -8,6 +8,7 @@ import type {
   RequestIdentity,
   RequestLedger,
 } from '../ports.ts';
+import type { RecordCounter } from '../record-counter.ts';
 import {
   checkContentType,
   checkSize,
@@ -21,6 +22,7 @@ import {
   refusalResponse,
   toMessages,
 } from './ingest-steps.ts';
+import { admitToRecords, checkRecordShare } from './record-backlog.ts';
 import { loggingRefusals } from './unauthorized-log.ts';
 
 export interface IngestDeps {
@@ -31,6 +33,8 @@ export interface IngestDeps {
   limits: IngestLimits;
   /** Remembers accepted requests (contract §1, Idempotency); absent: no de-duplication. */
   ledger?: RequestLedger | undefined;
+  /** Counts each record's events per minute (contract §2); absent: records are not bounded. */
+  recordCounter?: RecordCounter | undefined;
   logger?: Logger | undefined;
 }
 
@@ -43,10 +47,11 @@ export function acceptEvents(request: IngestRequest, deps: IngestDeps): Promise<
 
 /**
  * Runs an ingest endpoint's pipeline, in the contract's order (§1.5): size, content type, the
- * endpoint's authenticate and events steps, envelopes, size per message, then one enqueue per
- * request identity. Bad input never reaches the de-duplication store, and only a 202 is
- * remembered. It never answers 5xx for bad input: every input problem has its 4xx. An events
- * step that gives an `Intake` has made the messages (or what to do instead) itself.
+ * endpoint's authenticate and events steps, envelopes, size per message, events per record, then
+ * one enqueue per request identity, counted against its records' bounds (contract §2). Bad input
+ * never reaches the de-duplication store, and only a 202 is remembered. It never answers 5xx for
+ * bad input: every input problem has its 4xx. An events step that gives an `Intake` has made the
+ * messages (or what to do instead) itself.
  */
 export async function acceptWith(
   endpoint: IngestEndpoint,
@@ -66,6 +71,7 @@ export async function acceptWith(
         }
       : carried;
     if (intake.kind === 'answer') return intake.response;
+    if (intake.kind === 'queue') checkRecordShare(intake.messages, deps.limits);
     const work: Work =
       intake.kind === 'queue'
         ? (progress) => enqueue(request, intake.messages, deps, progress)
@@ -143,7 +149,8 @@ async function once(
 /**
  * Queues the messages an earlier try of the request did not (`progress`): 202 with every event's
  * id, or 503 when the queue did not take them all, with what is queued by now as the progress
- * for the ledger to keep.
+ * for the ledger to keep; 429 (or 503) with nothing queued when its records' bounds refuse it,
+ * and what the queue did not take given back to them.
  *
  * Why the ingest keeps this, and not delivery: SQS de-duplicates a FIFO message only within 5
  * minutes (and the deduplication ids hold the try's `receivedAt`, so not even then), while the
@@ -167,6 +174,9 @@ async function enqueue(
   const queuedIds = queuedBefore(progress, messages.length);
   const position = new Map(messages.map((message, index) => [message, index]));
   const rest = messages.filter((_, index) => queuedIds[index] === null);
+  // Counted once its id is claimed, so that a replay gets its first answer, not a 429.
+  const admission = await admitToRecords(rest, request, deps);
+  if (admission.kind === 'refused') return { response: admission.response };
   try {
     if (rest.length > 0) {
       await deps.queue.enqueue(rest, (message) => {
@@ -175,6 +185,9 @@ async function enqueue(
       });
     }
   } catch (error) {
+    await admission.giveBack(
+      rest.filter((message) => queuedIds[position.get(message) ?? -1] === null),
+    );
     const queued = queuedIds.filter((id) => id !== null).length;
     const response = queueUnavailable(error, request, deps, {
       log: 'The events could not be queued',

@@ -37,6 +37,7 @@ import {
   toSqsText,
   validateEvents,
 } from '../ingest/ingest-steps.ts';
+import { checkRecordShare } from '../ingest/record-backlog.ts';
 import type { OutgoingMessage, RequestIdentity, SourceDeadLetterQueue } from '../ports.ts';
 import {
   type CompiledSource,
@@ -253,8 +254,9 @@ function sourceSender(name: string): Sender {
 /**
  * The mapping's events and their queue messages, each with its id: the mapping's own, else
  * `<base>:<index>` (its position among the events the mapping yielded). Events the ingest
- * would refuse (§1, §5: the schema, ENTITIES, CONTACT_MATCH_FIELDS, the size of a message)
- * are a failure at the first refused field.
+ * would refuse (§1, §5: the schema, ENTITIES, CONTACT_MATCH_FIELDS, the size of a message,
+ * more events of one record than MAX_RECORD_EVENTS_PER_MINUTE) are a failure at the first
+ * refused field.
  */
 async function mapToMessages(
   source: CompiledSource,
@@ -271,7 +273,10 @@ async function mapToMessages(
       (event, index): RelayEvent => ({ ...event, eventId: event.eventId ?? `${base}:${index}` }),
     );
     const queued = envelope(events, sourceSender(source.name), context.receivedAt, context.newId);
-    return { events: mapped.events, messages: toMessages(queued) };
+    const messages = toMessages(queued);
+    // More events of one record than its bound takes in a minute could never be queued.
+    checkRecordShare(messages, context.limits);
+    return { events: mapped.events, messages };
   } catch (error) {
     if (!(error instanceof IngestRefusal)) throw error;
     const [first] = error.details ?? [];
