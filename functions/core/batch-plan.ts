@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { canonicalReference } from './contact-reference.ts';
 import { type MergeState, mergeEvents, mergeStateOf } from './event-merge.ts';
 import {
   type Action,
@@ -297,7 +298,7 @@ function movesReferences(event: QueuedEvent, matchFields: ReadonlySet<string>): 
       !(
         own?.field === field &&
         typeof value === 'string' &&
-        value.trim().toLowerCase() === own.value.trim().toLowerCase()
+        canonicalReference(field, value) === canonicalReference(field, own.value)
       ),
   );
 }
