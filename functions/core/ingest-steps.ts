@@ -51,7 +51,7 @@ export interface IngestLimits {
 
 /** Who sent a request, as the authenticate step found: what the later steps need of it. */
 export interface Sender {
-  /** The sender's name in the envelope, e.g. `webhook#1`. */
+  /** The sender's name in the envelope: `webhook#<credential id>`, `api-key#<id>`, `source:<name>`. */
   name: string;
   /**
    * The request's identity for de-duplication (contract §1.3); undefined: it has none. A
@@ -152,18 +152,22 @@ function authenticate(
   const webhook = standardWebhookHeaders(headers);
   const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
   const webhookId = webhook.id;
-  if (keyIndex !== -1 && webhookId !== undefined) {
+  // Named by the credential's stable id, never its place in the list: the action ledger's keys
+  // hold the name, and a list changes as senders come and go.
+  const webhookName = credentials.webhookIds[keyIndex];
+  if (webhookName !== undefined && webhookId !== undefined) {
     return {
-      name: `webhook#${keyIndex + 1}`,
+      name: `webhook#${webhookName}`,
       identity: () => requestIdentity({ kind: 'webhook', webhookId }, undefined, body),
       eventIdBase: webhookId,
     };
   }
   const apiKeyIndex = verifyApiKey(headers.authorization, credentials.apiKeyDigests);
   const keyDigest = credentials.apiKeyDigests[apiKeyIndex];
-  if (keyDigest !== undefined) {
+  const keyName = credentials.apiKeyIds[apiKeyIndex];
+  if (keyDigest !== undefined && keyName !== undefined) {
     return {
-      name: `api-key#${apiKeyIndex + 1}`,
+      name: `api-key#${keyName}`,
       identity: () =>
         requestIdentity({ kind: 'api-key', keyDigest }, headers['idempotency-key'], body),
     };

@@ -215,7 +215,11 @@ export interface TokenVault {
 /** The keys a request may be authenticated with: HMAC keys and API key digests. */
 export interface IngestCredentials {
   webhookKeys: ReadonlyArray<Buffer>;
+  /** Each webhook key's stable id, by position: what names the sender in its envelopes. */
+  webhookIds: ReadonlyArray<string>;
   apiKeyDigests: ReadonlyArray<Buffer>;
+  /** Each API key's stable id, by position. */
+  apiKeyIds: ReadonlyArray<string>;
 }
 
 // --- queues ---------------------------------------------------------------------------------

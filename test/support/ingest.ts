@@ -9,6 +9,7 @@ import type {
   RequestLedger,
 } from '../../functions/core/ports.ts';
 import {
+  credentialIdOf,
   parseCredentials,
   parseWebhookSecret,
   signWebhook,
@@ -30,6 +31,10 @@ export const NOW_SECONDS = NOW / 1000;
 export const WEBHOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 export const OTHER_SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 export const API_KEY = 'relay-test-api-key-0123456789';
+/** The envelope's sender for each credential above, given as a value: named by its stable id. */
+export const WEBHOOK_SENDER = `webhook#${credentialIdOf('webhook_secret', WEBHOOK_SECRET)}`;
+export const OTHER_SENDER = `webhook#${credentialIdOf('webhook_secret', OTHER_SECRET)}`;
+export const API_KEY_SENDER = `api-key#${credentialIdOf('api_key', API_KEY)}`;
 
 /** An API Gateway HTTP API (payload 2.0) event for POST /events. */
 export function httpApiEvent(options: {
