@@ -92,9 +92,10 @@ class DeliveryRun {
     this.#deps = deps;
     this.#options = options;
     this.#signal = signal;
-    // A time Mautic named in an earlier run of this container still holds.
-    const named = deps.namedPause?.until;
-    if (named !== undefined && named > deps.clock.now()) this.#halt.rateLimitedUntil = named;
+    // A time Mautic named in an earlier run of this container still holds, never past the cap.
+    const [named, now] = [deps.namedPause?.until, deps.clock.now()];
+    if (named !== undefined && named > now)
+      this.#halt.rateLimitedUntil = Math.min(named, now + options.maxNamedPauseMs);
   }
 
   async deliverChunk(chunk: Chunk): Promise<void> {

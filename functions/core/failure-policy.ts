@@ -124,20 +124,26 @@ function afterUnauthorized(error: MauticAuthError, situation: CallSituation): De
 
 function afterRateLimit(error: MauticRateLimitError, situation: CallSituation): Decision {
   const retry = situation.retry ?? IN_CALL_RETRY;
-  const resetAt = error.resetAt ?? situation.now + retry.defaultRateLimitDelayMs;
+  // A reset already past says nothing of when the window opens: as if none was named, never
+  // "at once" (which would bring the events back to another 429 straight away).
+  const named = error.resetAt !== undefined && error.resetAt > situation.now;
+  const resetAt = named ? (error.resetAt as number) : situation.now + retry.defaultRateLimitDelayMs;
   return comeBackAt(resetAt, { reason: 'rate_limited', status: 429, error }, situation);
 }
 
 /**
- * Mautic (or its front) named when to come back: no call of the run starts before then. The call
- * waits for it when it is near; else its items, and every later call's, go back to the queue.
+ * Mautic (or its front) named when to come back: no call of the run starts before then, nor
+ * past `maxNamedPauseMs` from now (a reset in the wrong unit must not stop the container for
+ * good). The call waits for it when it is near; else its items, and every later call's, go
+ * back to the queue.
  */
 function comeBackAt(
   at: number,
   why: { reason: string; status: number; error: unknown },
   situation: CallSituation,
 ): Decision {
-  const rateLimitedUntil = Math.max(situation.halt.rateLimitedUntil ?? 0, at);
+  const cap = situation.now + (situation.retry ?? IN_CALL_RETRY).maxNamedPauseMs;
+  const rateLimitedUntil = Math.min(Math.max(situation.halt.rateLimitedUntil ?? 0, at), cap);
   const halt = { rateLimitedUntil };
   if (waitable(rateLimitedUntil, situation.now, situation.callsUntil, situation.retry)) {
     return { kind: 'wait', untilMs: rateLimitedUntil, halt };
@@ -198,7 +204,8 @@ function afterTransient(error: unknown, situation: CallSituation): Decision {
   const message = describeError(error);
   const outcome: MessageOutcome = { kind: 'retry', reason, ...(status ? { status } : {}), message };
   if (error instanceof MauticTransientError && error.kind === 'server') {
-    if (error.retryAt !== undefined) {
+    // A time already past names none: the ordinary backoff, never "at once" again and again.
+    if (error.retryAt !== undefined && error.retryAt > situation.now) {
       return comeBackAt(error.retryAt, { reason, status: status ?? 503, error }, situation);
     }
     // The same call failed twice (or again while narrowing): an item may be what fails it.

@@ -32,6 +32,11 @@ export interface InCallRetry {
    * `Retry-After`); a later one sends the events back to the queue until then.
    */
   maxInRunWaitMs: number;
+  /**
+   * The furthest a time Mautic names may hold the container's calls (`MAX_DELAY_SECONDS`, the
+   * longest delay after a 429): a reset sent in milliseconds, or a year ahead, is cut to it.
+   */
+  maxNamedPauseMs: number;
 }
 
 export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
@@ -43,6 +48,8 @@ export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
   /** Delay after a 429 whose answer carried no `X-RateLimit-Reset`. */
   defaultRateLimitDelayMs: 60_000,
   maxInRunWaitMs: 15_000,
+  /** MAX_DELAY_SECONDS' default (functions/shared/config.ts), which the batch function passes. */
+  maxNamedPauseMs: 3_600_000,
 });
 
 /**
