@@ -359,7 +359,6 @@ class DeliveryRun {
         merged: item.parts !== undefined,
         unrepeatable:
           creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
-        payload: item.payload,
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
       else this.#settle([item], decision.outcome);

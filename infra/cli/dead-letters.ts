@@ -12,6 +12,7 @@ import {
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
 import type { OutgoingMessage } from '../../functions/core/ports.ts';
+import { maskedDetail } from './dead-letter-details.ts';
 import type { Remapper } from './source-letters.ts';
 
 /** One dead letter as the commands show it (contract §4); `data` only with `--show-data`. */
@@ -313,7 +314,9 @@ export async function listDeadLetters(
       const { id, data, ...rest } = letter.item;
       newest.add(
         letter.deadLetteredMs,
-        options.showData ? { ...rest, id: id ?? null, data } : rest,
+        options.showData
+          ? { ...rest, id: id ?? null, data }
+          : { ...rest, detail: maskedDetail(rest.detail) },
       );
     }
     return new Set();
