@@ -3,7 +3,7 @@
  * `IngestRefusal` with the answer (contract §1). `acceptEvents` (ingest.ts) runs them in order;
  * another kind of endpoint runs the same steps with one swapped, e.g. its own authenticate.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { IngestRefusal, type RefusalDetail } from './errors.ts';
 import {
   CONTACT_FIELD_PATTERN,
@@ -312,9 +312,14 @@ export function envelope(
   return queued;
 }
 
-/** Size per message: one queue message per event; 413 when an event is larger than one holds. */
+/**
+ * Size per message: one queue message per event; 413 when an event is larger than one holds.
+ * Called once per request handled: its messages share a nonce no other request has
+ * (`queueMessageFor`).
+ */
 export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[] {
-  const messages = queued.map((event, index) => queueMessageFor(event, index));
+  const requestNonce = randomUUID();
+  const messages = queued.map((event, index) => queueMessageFor(event, index, requestNonce));
   const tooLarge = messages.findIndex(
     (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,
   );
@@ -333,17 +338,24 @@ export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[
  * record (`recordKey`), hashed to fit SQS's 128 characters, so a FIFO queue hands a record's
  * events out in arrival order and none while one is in flight; a create that always makes a new
  * record has a group of its own. The deduplication id is unique per event of one request
- * (`index` is its position), so a send retried within the request queues it once, and a request
- * the sender sends again is queued again, as without a FIFO queue.
+ * handled (`index` is its position, `requestNonce` new for each request), so a send retried
+ * within the request queues it once, and a request the sender sends again is queued again, as
+ * without a FIFO queue: also two of one sender, with one event id, in the same millisecond
+ * (their `receivedAt` the same), which the queue would otherwise take for one and drop the
+ * second after answering it 202.
  */
-export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMessage {
+export function queueMessageFor(
+  event: QueuedEvent,
+  index: number,
+  requestNonce = '',
+): OutgoingMessage {
   const record = recordKey(event) ?? `event ${event.sender} ${event.eventId}`;
   return {
     eventId: event.eventId,
     body: toSqsText(JSON.stringify(event)),
     groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
     deduplicationId: createHash('sha256')
-      .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}`)
+      .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}\n${requestNonce}`)
       .digest('hex'),
   };
 }
