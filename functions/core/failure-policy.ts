@@ -124,10 +124,7 @@ function afterUnauthorized(error: MauticAuthError, situation: CallSituation): De
 
 function afterRateLimit(error: MauticRateLimitError, situation: CallSituation): Decision {
   const retry = situation.retry ?? IN_CALL_RETRY;
-  // A reset already past says nothing of when the window opens: as if none was named, never
-  // "at once" (which would bring the events back to another 429 straight away).
-  const named = error.resetAt !== undefined && error.resetAt > situation.now;
-  const resetAt = named ? (error.resetAt as number) : situation.now + retry.defaultRateLimitDelayMs;
+  const resetAt = error.resetAt ?? situation.now + retry.defaultRateLimitDelayMs;
   return comeBackAt(resetAt, { reason: 'rate_limited', status: 429, error }, situation);
 }
 
@@ -204,8 +201,7 @@ function afterTransient(error: unknown, situation: CallSituation): Decision {
   const message = describeError(error);
   const outcome: MessageOutcome = { kind: 'retry', reason, ...(status ? { status } : {}), message };
   if (error instanceof MauticTransientError && error.kind === 'server') {
-    // A time already past names none: the ordinary backoff, never "at once" again and again.
-    if (error.retryAt !== undefined && error.retryAt > situation.now) {
+    if (error.retryAt !== undefined) {
       return comeBackAt(error.retryAt, { reason, status: status ?? 503, error }, situation);
     }
     // The same call failed twice (or again while narrowing): an item may be what fails it.

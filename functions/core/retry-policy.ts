@@ -215,7 +215,9 @@ export function decideRequeue(
   }
   const backoff = retryDelaySeconds(policy, message.receives, options.random());
   let seconds = backoff;
-  if (outcome?.notBefore !== undefined) {
+  // A named time already past (a window that reset, a server's clock behind ours) names no
+  // delay: the backoff's, never none, which would bring the event straight back to Mautic.
+  if (outcome?.notBefore !== undefined && outcome.notBefore > now) {
     // Mautic said when to come back (a rate limit's reset, a Retry-After): then, neither earlier
     // nor later on the exponential schedule (contract §2) — while the receives left still carry
     // the rest of the horizon on the backoff; past that, the backoff's delay if it is longer, so

@@ -16,7 +16,11 @@ import { MauticRateLimitError, MauticTransientError } from '../../functions/core
 import { type CallSituation, decideAfterFailure } from '../../functions/core/failure-policy.ts';
 import { MauticApiClient } from '../../functions/core/mautic-api.ts';
 import { apiErrorFor } from '../../functions/core/mautic-http.ts';
-import { IN_CALL_RETRY } from '../../functions/core/retry-policy.ts';
+import {
+  decideRequeue,
+  IN_CALL_RETRY,
+  retryDelaySeconds,
+} from '../../functions/core/retry-policy.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import { incoming } from '../support/events.ts';
@@ -105,53 +109,42 @@ describe('a 429 whose X-RateLimit-Reset is in milliseconds, through the containe
 });
 
 describe('a named time already past', () => {
-  const rateLimited = (values: Record<string, string>) =>
-    apiErrorFor(
-      'POST',
-      '/api/contacts/batch/new',
-      { status: 429, headers: new Headers(values), json: undefined, isJson: false },
-      NOW,
-    ) as MauticRateLimitError;
+  const policy = {
+    baseSeconds: 30,
+    maxDelaySeconds: 900,
+    horizonSeconds: 86_400,
+    maxReceiveCount: 200,
+  };
 
   it('reads X-RateLimit-Reset as Unix seconds', () => {
-    expect(rateLimited({ 'X-RateLimit-Reset': String(NOW / 1000 + 90) }).resetAt).toBe(
-      NOW + 90_000,
-    );
-  });
-
-  it.each([
-    ['an X-RateLimit-Reset', { 'X-RateLimit-Reset': String(NOW / 1000 - 5) }],
-    ['a Retry-After date', { 'Retry-After': new Date(NOW - 60_000).toUTCString() }],
-  ])('is no time at all on a 429 (%s): the default delay, never at once', (_, values) => {
-    const decision = decideAfterFailure(rateLimited(values), situation());
-
-    expect(decision).toMatchObject({
-      kind: 'settle',
-      outcome: {
-        kind: 'retry',
-        reason: 'rate_limited',
-        notBefore: NOW + IN_CALL_RETRY.defaultRateLimitDelayMs,
-      },
-    });
-  });
-
-  it('leaves a 503 not taken, and backs off as for any 503 rather than coming back at once', () => {
     const error = apiErrorFor(
       'POST',
-      '/api/companies/batch/new',
+      '/api/contacts/batch/new',
       {
-        status: 503,
-        headers: new Headers({ 'Retry-After': new Date(NOW - 60_000).toUTCString() }),
+        status: 429,
+        headers: new Headers({ 'X-RateLimit-Reset': String(NOW / 1000 + 90) }),
         json: undefined,
         isJson: false,
       },
       NOW,
-    ) as MauticTransientError;
+    ) as MauticRateLimitError;
 
-    expect(error.possiblyApplied).toBe(false);
-    expect(decideAfterFailure(error, situation({ entity: 'companies' }))).toMatchObject({
-      kind: 'call_again',
+    expect(error.resetAt).toBe(NOW + 90_000);
+  });
+
+  it('brings an event back after the backoff, never at once (over and over while Mautic answers 429)', () => {
+    const requeue = decideRequeue(
+      { reason: 'rate_limited', notBefore: NOW - 10_000, status: 429 },
+      { receives: 1, firstReceivedAt: NOW },
+      { now: NOW, policy, maxDelaySeconds: 3600, random: () => 0.5 },
+    );
+
+    expect(requeue).toEqual({
+      kind: 'delay',
+      seconds: retryDelaySeconds(policy, 1, 0.5),
+      reason: 'rate_limited',
     });
+    expect(retryDelaySeconds(policy, 1, 0.5)).toBeGreaterThan(0);
   });
 });
 
