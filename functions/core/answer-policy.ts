@@ -34,7 +34,8 @@ export function unrepeatable<T extends { payload: Record<string, unknown> }>(
   };
 }
 
-function ambiguousCreate(why: string): MessageOutcome {
+/** The outcome of a create Mautic may have applied (contract §2, "No blind re-send"). */
+export function ambiguousCreate(why: string): MessageOutcome {
   return {
     kind: 'rejected',
     reason: 'ambiguous_result',

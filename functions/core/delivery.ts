@@ -7,6 +7,7 @@ import {
 } from './answer-policy.ts';
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
 import { ContactReferences, resolvedItems } from './contact-refs.ts';
+import { deliverCreates } from './create-markers.ts';
 import {
   type Attempt,
   type CallKind,
@@ -111,13 +112,17 @@ class DeliveryRun {
   /** The chunk's action, in bulk where Mautic has a bulk form, else one call per event. */
   async #deliverAction(chunk: Chunk, items: PlannedItem[]): Promise<void> {
     const { action } = chunk;
-    if (['create', 'edit', 'delete', 'addDoNotContact', 'removeDoNotContact'].includes(action)) {
-      return this.#deliverInCalls(chunk, items, this.#limit());
+    const inCalls = (some: PlannedItem[]) => this.#deliverInCalls(chunk, some, this.#limit());
+    if (action === 'create') {
+      const settle = (item: PlannedItem, outcome: MessageOutcome) => this.#settle([item], outcome);
+      const run = { send: inCalls, settle, outcomes: this.outcomes };
+      return deliverCreates(this.#deps, chunk.entity, items, run);
     }
+    if (['edit', 'delete', 'addDoNotContact', 'removeDoNotContact'].includes(action))
+      return inCalls(items);
     if (action === 'addToSegment') {
-      const bySegment = Map.groupBy(items, (item) => item.fields?.segmentId);
-      for (const segment of bySegment.values())
-        await this.#deliverInCalls(chunk, segment, this.#limit());
+      for (const segment of Map.groupBy(items, (item) => item.fields?.segmentId).values())
+        await inCalls(segment);
       return;
     }
     for (const item of items) {

@@ -43,7 +43,11 @@ export function readMessages<M extends QueuedMessage>(
           : {}),
       });
     } else if ('event' in parsed) {
-      incoming.push({ messageId: message.messageId, event: parsed.event });
+      incoming.push({
+        messageId: message.messageId,
+        event: parsed.event,
+        receives: receiveCount(message),
+      });
       events.set(message.messageId, parsed.event);
     } else {
       unreadable.push({ message, reason: 'invalid_event', detail: parsed.problem });
