@@ -172,7 +172,7 @@ function sha256(text: string): Buffer {
 }
 
 /** A credential as the webhook secret stores it: its stable id and its value. */
-export interface IdentifiedCredential {
+interface IdentifiedCredential {
   id: string;
   value: string;
 }
