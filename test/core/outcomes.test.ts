@@ -147,7 +147,7 @@ describe('settleBatch', () => {
     ]);
   });
 
-  it('brings a rate-limited message back at the reset Mautic named, capped at maxDelaySeconds; a past reset at once', () => {
+  it('brings a rate-limited message back at the reset Mautic named, capped at maxDelaySeconds; a past reset after the backoff, never at once', () => {
     const messages = [message(0), message(1), message(2)];
     const at = (seconds: number): MessageOutcome => ({
       kind: 'retry',
@@ -169,7 +169,7 @@ describe('settleBatch', () => {
     expect(settled.delays.map((d) => [d.seconds, d.messages.map((m) => m.messageId)])).toEqual([
       [300, ['m0']],
       [600, ['m1']],
-      [0, ['m2']],
+      [15, ['m2']],
     ]);
   });
 
