@@ -152,8 +152,7 @@ function authenticate(
   const webhook = standardWebhookHeaders(headers);
   const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
   const webhookId = webhook.id;
-  // Named by the credential's stable id, never its place in the list: the action ledger's keys
-  // hold the name, and a list changes as senders come and go.
+  // The credential's stable id, never its place in a list that changes (the ledger keys by it).
   const webhookName = credentials.webhookIds[keyIndex];
   if (webhookName !== undefined && webhookId !== undefined) {
     return {
@@ -312,14 +311,10 @@ export function envelope(
   return queued;
 }
 
-/**
- * Size per message: one queue message per event; 413 when an event is larger than one holds.
- * Called once per request handled: its messages share a nonce no other request has
- * (`queueMessageFor`).
- */
+/** Size per message: one message per event, 413 for one too large; a nonce per request. */
 export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[] {
-  const requestNonce = randomUUID();
-  const messages = queued.map((event, index) => queueMessageFor(event, index, requestNonce));
+  const nonce = randomUUID();
+  const messages = queued.map((event, index) => queueMessageFor(event, index, nonce));
   const tooLarge = messages.findIndex(
     (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,
   );
@@ -338,24 +333,17 @@ export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[
  * record (`recordKey`), hashed to fit SQS's 128 characters, so a FIFO queue hands a record's
  * events out in arrival order and none while one is in flight; a create that always makes a new
  * record has a group of its own. The deduplication id is unique per event of one request
- * handled (`index` is its position, `requestNonce` new for each request), so a send retried
- * within the request queues it once, and a request the sender sends again is queued again, as
- * without a FIFO queue: also two of one sender, with one event id, in the same millisecond
- * (their `receivedAt` the same), which the queue would otherwise take for one and drop the
- * second after answering it 202.
+ * handled (`index`, and `nonce`, new per request), so a send retried within the request queues
+ * it once, and a request sent again is queued again, even within the same millisecond.
  */
-export function queueMessageFor(
-  event: QueuedEvent,
-  index: number,
-  requestNonce = '',
-): OutgoingMessage {
+export function queueMessageFor(event: QueuedEvent, index: number, nonce = ''): OutgoingMessage {
   const record = recordKey(event) ?? `event ${event.sender} ${event.eventId}`;
   return {
     eventId: event.eventId,
     body: toSqsText(JSON.stringify(event)),
     groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
     deduplicationId: createHash('sha256')
-      .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}\n${requestNonce}`)
+      .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}\n${nonce}`)
       .digest('hex'),
   };
 }

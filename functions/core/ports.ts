@@ -1,7 +1,6 @@
 /**
  * Every interface core depends on, in one place. Implementations (the Mautic client, the AWS
- * adapters, the local stand-ins, test fakes) import from here; this module imports no
- * implementation, only plain data types.
+ * adapters, the local stand-ins, test fakes) import from here; it imports only data types.
  */
 import type { ContactAction } from './events.ts';
 import type { EmittedMetricName, UnitOf } from './metrics.ts';
@@ -212,13 +211,11 @@ export interface TokenVault {
 
 // --- ingest ---------------------------------------------------------------------------------
 
-/** The keys a request may be authenticated with: HMAC keys and API key digests. */
+/** The keys a request may be authenticated with, each list with its keys' stable ids beside. */
 export interface IngestCredentials {
   webhookKeys: ReadonlyArray<Buffer>;
-  /** Each webhook key's stable id, by position: what names the sender in its envelopes. */
   webhookIds: ReadonlyArray<string>;
   apiKeyDigests: ReadonlyArray<Buffer>;
-  /** Each API key's stable id, by position. */
   apiKeyIds: ReadonlyArray<string>;
 }
 
@@ -276,7 +273,6 @@ export interface DeadLetter {
   action?: string;
 }
 
-/** The queues the batch function writes to itself. */
 /**
  * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
  * past it, and what it did not do counts as failed.
