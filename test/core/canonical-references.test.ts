@@ -191,6 +191,16 @@ describe('values Mautic’s `where … in` lookup splits (str_getcsv with its ba
     );
   });
 
+  it('finds a value Mautic HTML-encodes and decodes again on the way (quotes, ampersands, an entity)', async () => {
+    const odd = sim.seed('contacts', { email: 'oh@example.com', crm_id: `O'Hara &amp; <Co>` });
+
+    const found = await deps().api.findContacts('crm_id', [`O'Hara &amp; <Co>`], {
+      accessToken: token,
+    });
+
+    expect(found).toEqual(new Map([[`o'hara &amp; <co>`, [odd.id]]]));
+  });
+
   it('never quotes a canonical email: cleaning leaves no comma, quote or backslash', () => {
     for (const address of ['"a,b"@example.com', 'a\\"b@example.com', 'a,b@example.com']) {
       expect(canonicalEmail(address)).not.toMatch(/[",\\]/);
