@@ -45,7 +45,7 @@ import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 import { buildBatchHandler } from '../functions/batch/compose.ts';
 import type { QueuedEvent } from '../functions/core/events.ts';
-import { queueMessageFor } from '../functions/core/ingest/ingest-steps.ts';
+import { queueMessageFor } from '../functions/core/ingest/queue-messages.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
 import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
 import { LOCAL_DEDUP_TABLE, startLocalDynamoDb } from '../infra/local/dynamodb-local.ts';

@@ -9,7 +9,8 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { DeadLetter, DeliveryQueues, Logger, QueuedMessage } from '../core/ports.ts';
+import type { Logger } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 import { awsErrorCode } from './aws-error-code.ts';
 import { stringAttribute } from './sqs-attributes.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';

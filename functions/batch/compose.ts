@@ -99,6 +99,8 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       batchSize: config.batchSize,
       concurrency: config.deliveryConcurrency,
       maxDelaySeconds: config.maxDelaySeconds,
+      // A time Mautic names holds the container no longer than the longest delay after a 429.
+      maxNamedPauseMs: config.maxDelaySeconds * 1000,
       batchWindowMs: config.batchWindowSeconds * 1000,
     },
   });

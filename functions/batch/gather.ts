@@ -1,4 +1,5 @@
-import type { Clock, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
+import type { Clock } from '../core/ports.ts';
+import type { DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 import type { Run } from './run.ts';
 
 /** Lambda's mapping hands a function at most this many messages of a FIFO queue. */

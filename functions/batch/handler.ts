@@ -3,7 +3,7 @@ import { planBatches } from '../core/delivery/batch-plan.ts';
 import { deliverChunks } from '../core/delivery/delivery.ts';
 import type { DeliveryDeps } from '../core/delivery/delivery-calls.ts';
 import { readMessages, settleBatch } from '../core/delivery/outcomes.ts';
-import type { DeliveryQueues, QueuedMessage } from '../core/ports.ts';
+import type { DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';
 import { batches } from './gather.ts';
 import { type BatchOptions, type Run, settleUntil, startRun } from './run.ts';

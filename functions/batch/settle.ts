@@ -1,12 +1,6 @@
 import type { Settlement } from '../core/delivery/outcomes.ts';
-import type {
-  Clock,
-  DeadLetter,
-  DeliveryQueues,
-  Logger,
-  MetricsSink,
-  QueuedMessage,
-} from '../core/ports.ts';
+import type { Clock, Logger, MetricsSink } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 
 interface SettleDeps {
   queues: DeliveryQueues;

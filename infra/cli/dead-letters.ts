@@ -1,5 +1,6 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Command } from './command.ts';
+import { maskedDetail } from './dead-letter-details.ts';
 import { checkFilters, FILTER_HELP, filterOptions, hideSeconds } from './dead-letter-filters.ts';
 import {
   countMessages,
@@ -99,7 +100,9 @@ export async function listDeadLetters(
       const { id, data, ...rest } = letter.item;
       newest.add(
         letter.deadLetteredMs,
-        options.showData ? { ...rest, id: id ?? null, data } : rest,
+        options.showData
+          ? { ...rest, id: id ?? null, data }
+          : { ...rest, detail: maskedDetail(rest.detail) },
       );
     }
     return new Set();

@@ -1,7 +1,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
-import type { OutgoingMessage } from '../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import {
   type ChangeOptions,
   type DeadLetterFilters,

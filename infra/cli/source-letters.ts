@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { SourceConfigError } from '../../functions/core/errors.ts';
-import type { OutgoingMessage } from '../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import {
   mappingFailureText,
   mapSourcePayload,

@@ -8,7 +8,7 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
-import type { DeadLetter, QueuedMessage } from '../../functions/core/ports.ts';
+import type { DeadLetter, QueuedMessage } from '../../functions/core/queue-ports.ts';
 
 const sqs = mockClient(SQSClient);
 const queues = () =>

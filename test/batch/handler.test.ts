@@ -5,7 +5,7 @@ import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
 import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
-import type { QueuedMessage } from '../../functions/core/ports.ts';
+import type { QueuedMessage } from '../../functions/core/queue-ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type InvokeReport, SqsEventSource } from '../../infra/local/sqs-event-source.ts';

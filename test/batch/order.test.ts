@@ -5,7 +5,7 @@ import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
-import { queueMessageFor } from '../../functions/core/ingest/ingest-steps.ts';
+import { queueMessageFor } from '../../functions/core/ingest/queue-messages.ts';
 import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
 import type { ActionLedger, MauticBatchApi } from '../../functions/core/ports.ts';
 import { createQueuePair } from '../../infra/local/queue-pair.ts';

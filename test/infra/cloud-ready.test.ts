@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest/ingest-steps.ts';
+import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest/queue-messages.ts';
 import { environmentSettings, PLACEHOLDER_ACCOUNT } from '../../infra/aws/environments.ts';
 import { MAX_MESSAGE_SIZE_BYTES } from '../../infra/aws/storage.ts';
 import type { CfnTemplate } from '../support/cfn-schema.ts';

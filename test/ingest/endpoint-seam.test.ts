@@ -8,7 +8,8 @@ import {
   parseBody,
   validateEvents,
 } from '../../functions/core/ingest/ingest-steps.ts';
-import type { OutgoingMessage, RequestLedger } from '../../functions/core/ports.ts';
+import type { RequestLedger } from '../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import { INGEST_LIMITS, NOW } from '../support/ingest.ts';
 
 // The ingest's seam (docs/architecture.md): a second kind of endpoint is the same pipeline with

@@ -34,7 +34,8 @@ export function unrepeatable<T extends { payload: Record<string, unknown> }>(
   };
 }
 
-function ambiguousCreate(why: string): MessageOutcome {
+/** The outcome of a create Mautic may have applied (contract §2, "No blind re-send"). */
+export function ambiguousCreate(why: string): MessageOutcome {
   return {
     kind: 'rejected',
     reason: 'ambiguous_result',
@@ -108,17 +109,17 @@ const INVALID_ITEM_STATUSES = new Set([400, 422]);
  */
 export function decideItem(
   result: ItemResult | undefined,
-  item: { merged: boolean; unrepeatable: boolean; payload?: Record<string, unknown> },
+  item: { merged: boolean; unrepeatable: boolean },
 ): { kind: 'settle'; outcome: MessageOutcome } | { kind: 'one_by_one' } {
   if (item.merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
     return { kind: 'one_by_one' };
   }
   const duplicate = result?.kind === 'rejected' ? UNIQUE_REFUSAL.exec(result.message) : null;
   if (result?.kind === 'rejected' && duplicate) {
-    // Another record holds the value (a company's name, a contact's email on an edit).
+    // Another record holds the value (a company's name, a contact's email on an edit). The
+    // detail names the field, never the value: operators list details without --show-data.
     const field = duplicate[1] as string;
-    const value = JSON.stringify(item.payload?.[field] ?? null);
-    const message = `${result.message} Another record has ${field} ${value} (ignoring case and trailing spaces), perhaps this event's own earlier try.`;
+    const message = `${result.message} Another record has this ${field} (ignoring case and trailing spaces), perhaps this event's own earlier try.`;
     return {
       kind: 'settle',
       outcome: { kind: 'rejected', reason: 'duplicate', status: result.status, message },

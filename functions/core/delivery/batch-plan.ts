@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { canonicalReference } from '../contact-reference.ts';
 import {
   type Action,
   type ContactMatch,
@@ -14,6 +15,8 @@ import { type MergeState, mergeEvents, mergeStateOf } from './event-merge.ts';
 export interface IncomingEvent {
   messageId: string;
   event: QueuedEvent;
+  /** The message's receive count (SQS's ApproximateReceiveCount): 1 on its first delivery. */
+  receives?: number;
 }
 
 /**
@@ -46,6 +49,8 @@ export interface PlannedItem {
   fields?: ActionFields;
   /** The key under which a non-idempotent action is claimed in the ledger (`addPoints`). */
   ledgerKey?: string;
+  /** A message of the item was received before: an earlier try may have reached Mautic. */
+  redelivered?: boolean;
   record: RecordRef;
   /**
    * When several events were merged into this item: each of them as an item of its own, in
@@ -130,20 +135,23 @@ export function planBatches(events: ReadonlyArray<IncomingEvent>, batchSize: num
 interface UniqueEvent {
   messageIds: string[];
   event: QueuedEvent;
+  /** One of its messages was received before. */
+  redelivered: boolean;
 }
 
 /** Folds events that repeat an earlier one (same `eventId`, same content) into it. */
 function uniqueEvents(events: ReadonlyArray<IncomingEvent>): UniqueEvent[] {
   const byId = new Map<string, UniqueEvent[]>();
   const unique: UniqueEvent[] = [];
-  for (const { messageId, event } of events) {
+  for (const { messageId, event, receives = 1 } of events) {
     const content = contentOf(event);
     const same = byId.get(event.eventId)?.find((seen) => contentOf(seen.event) === content);
     if (same) {
       same.messageIds.push(messageId);
+      same.redelivered ||= receives > 1;
       continue;
     }
-    const entry = { messageIds: [messageId], event };
+    const entry = { messageIds: [messageId], event, redelivered: receives > 1 };
     unique.push(entry);
     byId.set(event.eventId, [...(byId.get(event.eventId) ?? []), entry]);
   }
@@ -188,12 +196,13 @@ class EntityPlanner {
     this.#matchFields = matchFields;
   }
 
-  add({ messageIds, event }: UniqueEvent): void {
+  add({ messageIds, event, redelivered }: UniqueEvent): void {
     const record = recordOf(event, this.#matchFields);
     const merge = mergeStateOf(event);
     // What a barrier does to other contacts is not a field write: it takes no other event.
     if (record.barrier) merge.mergeable = false;
     const single = singleItem(messageIds, event, record);
+    if (redelivered) single.redelivered = true;
     // The last phase holding an event this one must follow.
     const after = Math.max(
       this.#lastBarrier,
@@ -207,6 +216,7 @@ class EntityPlanner {
     const slot = record.key === undefined ? undefined : phase?.byKey.get(record.key);
     if (phase && slot && phase.action === event.action && mergeEvents(slot.merge, merge)) {
       slot.item.messageIds.push(...messageIds);
+      if (redelivered) slot.item.redelivered = true;
       slot.singles.push(single);
       slot.item.payload = payloadOf(event, slot.merge.fields);
       slot.item.parts = slot.singles;
@@ -297,7 +307,7 @@ function movesReferences(event: QueuedEvent, matchFields: ReadonlySet<string>): 
       !(
         own?.field === field &&
         typeof value === 'string' &&
-        value.trim().toLowerCase() === own.value.trim().toLowerCase()
+        canonicalReference(field, value) === canonicalReference(field, own.value)
       ),
   );
 }

@@ -37,6 +37,8 @@ export interface DeliveryOptions {
   defaultRateLimitDelayMs: number;
   /** Longest wait inside the invocation for a time Mautic named (`retry-policy.ts`). */
   maxInRunWaitMs: number;
+  /** The furthest a time Mautic named holds the container's calls (`MAX_DELAY_SECONDS`). */
+  maxNamedPauseMs: number;
 }
 
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {

@@ -9,6 +9,7 @@ import {
 } from './answer-policy.ts';
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
 import { ContactReferences, resolvedItems } from './contact-refs.ts';
+import { deliverCreates } from './create-markers.ts';
 import {
   type Attempt,
   type CallKind,
@@ -92,9 +93,10 @@ class DeliveryRun {
     this.#deps = deps;
     this.#options = options;
     this.#signal = signal;
-    // A time Mautic named in an earlier run of this container still holds.
-    const named = deps.namedPause?.until;
-    if (named !== undefined && named > deps.clock.now()) this.#halt.rateLimitedUntil = named;
+    // A time Mautic named in an earlier run of this container still holds, never past the cap.
+    const [named, now] = [deps.namedPause?.until, deps.clock.now()];
+    if (named !== undefined && named > now)
+      this.#halt.rateLimitedUntil = Math.min(named, now + options.maxNamedPauseMs);
   }
 
   async deliverChunk(chunk: Chunk): Promise<void> {
@@ -110,13 +112,17 @@ class DeliveryRun {
   /** The chunk's action, in bulk where Mautic has a bulk form, else one call per event. */
   async #deliverAction(chunk: Chunk, items: PlannedItem[]): Promise<void> {
     const { action } = chunk;
-    if (['create', 'edit', 'delete', 'addDoNotContact', 'removeDoNotContact'].includes(action)) {
-      return this.#deliverInCalls(chunk, items, this.#limit());
+    const inCalls = (some: PlannedItem[]) => this.#deliverInCalls(chunk, some, this.#limit());
+    if (action === 'create') {
+      const settle = (item: PlannedItem, outcome: MessageOutcome) => this.#settle([item], outcome);
+      const run = { send: inCalls, settle, outcomes: this.outcomes };
+      return deliverCreates(this.#deps, chunk.entity, items, run);
     }
+    if (['edit', 'delete', 'addDoNotContact', 'removeDoNotContact'].includes(action))
+      return inCalls(items);
     if (action === 'addToSegment') {
-      const bySegment = Map.groupBy(items, (item) => item.fields?.segmentId);
-      for (const segment of bySegment.values())
-        await this.#deliverInCalls(chunk, segment, this.#limit());
+      for (const segment of Map.groupBy(items, (item) => item.fields?.segmentId).values())
+        await inCalls(segment);
       return;
     }
     for (const item of items) {
@@ -358,7 +364,6 @@ class DeliveryRun {
         merged: item.parts !== undefined,
         unrepeatable:
           creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
-        payload: item.payload,
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
       else this.#settle([item], decision.outcome);

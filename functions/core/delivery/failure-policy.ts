@@ -129,15 +129,18 @@ function afterRateLimit(error: MauticRateLimitError, situation: CallSituation): 
 }
 
 /**
- * Mautic (or its front) named when to come back: no call of the run starts before then. The call
- * waits for it when it is near; else its items, and every later call's, go back to the queue.
+ * Mautic (or its front) named when to come back: no call of the run starts before then, nor
+ * past `maxNamedPauseMs` from now (a reset in the wrong unit must not stop the container for
+ * good). The call waits for it when it is near; else its items, and every later call's, go
+ * back to the queue.
  */
 function comeBackAt(
   at: number,
   why: { reason: string; status: number; error: unknown },
   situation: CallSituation,
 ): Decision {
-  const rateLimitedUntil = Math.max(situation.halt.rateLimitedUntil ?? 0, at);
+  const cap = situation.now + (situation.retry ?? IN_CALL_RETRY).maxNamedPauseMs;
+  const rateLimitedUntil = Math.min(Math.max(situation.halt.rateLimitedUntil ?? 0, at), cap);
   const halt = { rateLimitedUntil };
   if (waitable(rateLimitedUntil, situation.now, situation.callsUntil, situation.retry)) {
     return { kind: 'wait', untilMs: rateLimitedUntil, halt };

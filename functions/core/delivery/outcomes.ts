@@ -1,5 +1,5 @@
 import { describeIssues, type QueuedEvent, queuedEventSchema } from '../events.ts';
-import type { DeadLetter, QueuedMessage } from '../ports.ts';
+import type { DeadLetter, QueuedMessage } from '../queue-ports.ts';
 import { decideRequeue, type RetryPolicy } from '../retry-policy.ts';
 import type { IncomingEvent } from './batch-plan.ts';
 import type { MessageOutcome } from './failure-policy.ts';
@@ -43,7 +43,11 @@ export function readMessages<M extends QueuedMessage>(
           : {}),
       });
     } else if ('event' in parsed) {
-      incoming.push({ messageId: message.messageId, event: parsed.event });
+      incoming.push({
+        messageId: message.messageId,
+        event: parsed.event,
+        receives: receiveCount(message),
+      });
       events.set(message.messageId, parsed.event);
     } else {
       unreadable.push({ message, reason: 'invalid_event', detail: parsed.problem });

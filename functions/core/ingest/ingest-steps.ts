@@ -3,7 +3,6 @@
  * `IngestRefusal` with the answer (contract §1). `acceptEvents` (ingest.ts) runs them in order;
  * another kind of endpoint runs the same steps with one swapped, e.g. its own authenticate.
  */
-import { createHash } from 'node:crypto';
 import { IngestRefusal, type RefusalDetail } from '../errors.ts';
 import {
   CONTACT_FIELD_PATTERN,
@@ -12,10 +11,10 @@ import {
   type QueuedEvent,
   queuedEventSchema,
   type RelayEvent,
-  recordKey,
   relayEventSchema,
 } from '../events.ts';
-import type { IngestCredentials, OutgoingMessage, RequestIdentity } from '../ports.ts';
+import type { IngestCredentials, RequestIdentity } from '../ports.ts';
+import type { OutgoingMessage } from '../queue-ports.ts';
 import { requestIdentity } from './request-identity.ts';
 import { standardWebhookHeaders, verifyApiKey, verifyWebhook } from './webhook-auth.ts';
 
@@ -54,7 +53,7 @@ export interface IngestLimits {
 
 /** Who sent a request, as the authenticate step found: what the later steps need of it. */
 export interface Sender {
-  /** The sender's name in the envelope, e.g. `webhook#1`. */
+  /** The sender's name in the envelope: `webhook#<credential id>`, `api-key#<id>`, `source:<name>`. */
   name: string;
   /**
    * The request's identity for de-duplication (contract §1.3); undefined: it has none. A
@@ -115,8 +114,6 @@ export function eventsEndpoint(deps: {
 const MAX_DEPTH = 32;
 /** Made once: decode() without `stream` keeps no state between calls. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
-/** SQS's limit per message, less room for message attributes. */
-export const MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
 
 /** Size, before anything else: 413 for a body over the cap. */
 export function checkSize(body: Uint8Array, limits: IngestLimits): void {
@@ -155,18 +152,21 @@ function authenticate(
   const webhook = standardWebhookHeaders(headers);
   const keyIndex = verifyWebhook(webhook, body, credentials.webhookKeys, nowSeconds);
   const webhookId = webhook.id;
-  if (keyIndex !== -1 && webhookId !== undefined) {
+  // The credential's stable id, never its place in a list that changes (the ledger keys by it).
+  const webhookName = credentials.webhookIds[keyIndex];
+  if (webhookName !== undefined && webhookId !== undefined) {
     return {
-      name: `webhook#${keyIndex + 1}`,
+      name: `webhook#${webhookName}`,
       identity: () => requestIdentity({ kind: 'webhook', webhookId }, undefined, body),
       eventIdBase: webhookId,
     };
   }
   const apiKeyIndex = verifyApiKey(headers.authorization, credentials.apiKeyDigests);
   const keyDigest = credentials.apiKeyDigests[apiKeyIndex];
-  if (keyDigest !== undefined) {
+  const keyName = credentials.apiKeyIds[apiKeyIndex];
+  if (keyDigest !== undefined && keyName !== undefined) {
     return {
-      name: `api-key#${apiKeyIndex + 1}`,
+      name: `api-key#${keyName}`,
       identity: () =>
         requestIdentity({ kind: 'api-key', keyDigest }, headers['idempotency-key'], body),
     };
@@ -309,54 +309,6 @@ export function envelope(
     throw new IngestRefusal(422, 'invalid_event', 'Some events are invalid.', unreadable);
   }
   return queued;
-}
-
-/** Size per message: one queue message per event; 413 when an event is larger than one holds. */
-export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[] {
-  const messages = queued.map((event, index) => queueMessageFor(event, index));
-  const tooLarge = messages.findIndex(
-    (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,
-  );
-  if (tooLarge !== -1) {
-    throw new IngestRefusal(
-      413,
-      'payload_too_large',
-      `Event ${tooLarge} is larger than one queue message can hold.`,
-    );
-  }
-  return messages;
-}
-
-/**
- * The queue message for an event (contract §2, order per record). Its message group is its
- * record (`recordKey`), hashed to fit SQS's 128 characters, so a FIFO queue hands a record's
- * events out in arrival order and none while one is in flight; a create that always makes a new
- * record has a group of its own, and `namesRecord` false: the bound per record (contract §2)
- * counts only the others. The deduplication id is unique per event of one request (`index` is
- * its position), so a send retried within the request queues it once, and a request the sender
- * sends again is queued again, as without a FIFO queue.
- */
-export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMessage {
-  const key = recordKey(event);
-  const record = key ?? `event ${event.sender} ${event.eventId}`;
-  return {
-    eventId: event.eventId,
-    namesRecord: key !== undefined,
-    body: toSqsText(JSON.stringify(event)),
-    groupId: createHash('sha256').update(`${event.entity} ${record}`).digest('base64url'),
-    deduplicationId: createHash('sha256')
-      .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}`)
-      .digest('hex'),
-  };
-}
-
-/**
- * JSON text as an SQS message body holds it. JSON.stringify leaves U+FFFE and U+FFFF as they
- * are, and SQS refuses messages holding them; inside JSON they can only stand in strings, so
- * escaping them keeps the same value.
- */
-export function toSqsText(json: string): string {
-  return json.replace(/[\uFFFE\uFFFF]/g, (char) => `\\u${char.charCodeAt(0).toString(16)}`);
 }
 
 /** The answer for a refusal: `{ error: { code, message, details? } }` with its status. */

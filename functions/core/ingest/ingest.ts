@@ -1,13 +1,6 @@
 import { IngestRefusal, QueueUnavailableError } from '../errors.ts';
-import type {
-  Clock,
-  EventQueue,
-  IngestCredentials,
-  Logger,
-  OutgoingMessage,
-  RequestIdentity,
-  RequestLedger,
-} from '../ports.ts';
+import type { Clock, IngestCredentials, Logger, RequestIdentity, RequestLedger } from '../ports.ts';
+import type { EventQueue, OutgoingMessage } from '../queue-ports.ts';
 import type { RecordCounter } from '../record-counter.ts';
 import {
   checkContentType,
@@ -20,8 +13,8 @@ import {
   type IngestResponse,
   type Intake,
   refusalResponse,
-  toMessages,
 } from './ingest-steps.ts';
+import { toMessages } from './queue-messages.ts';
 import { admitToRecords, checkRecordShare } from './record-backlog.ts';
 import { loggingRefusals } from './unauthorized-log.ts';
 

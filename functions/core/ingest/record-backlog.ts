@@ -24,7 +24,8 @@
  * makes a new one) are not counted.
  */
 import { IngestRefusal, StoreUnavailableError } from '../errors.ts';
-import type { Clock, Logger, OutgoingMessage } from '../ports.ts';
+import type { Clock, Logger } from '../ports.ts';
+import type { OutgoingMessage } from '../queue-ports.ts';
 import type { MinuteCounts, RecordCounter } from '../record-counter.ts';
 import {
   type IngestLimits,

@@ -84,15 +84,14 @@ export function writeSenderCredentials(senders: ReadonlyArray<SenderCredential>)
   });
 }
 
-/** The lists the ingest compares against. */
+/** The lists the ingest compares against, each credential with its stable id. */
 export function credentialLists(senders: ReadonlyArray<SenderCredential>): {
-  webhookSecrets: string[];
-  apiKeys: string[];
+  webhookSecrets: Array<{ id: string; value: string }>;
+  apiKeys: Array<{ id: string; value: string }>;
 } {
-  return {
-    webhookSecrets: senders.filter((s) => s.kind === 'webhook_secret').map((s) => s.value),
-    apiKeys: senders.filter((s) => s.kind === 'api_key').map((s) => s.value),
-  };
+  const of = (kind: SenderCredential['kind']) =>
+    senders.filter((s) => s.kind === kind).map(({ id, value }) => ({ id, value }));
+  return { webhookSecrets: of('webhook_secret'), apiKeys: of('api_key') };
 }
 
 function strings(value: unknown, what: string): string[] {

@@ -1,5 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { CredentialError } from '../errors.ts';
+import type { IngestCredentials } from '../ports.ts';
 
 /** Signatures older or newer than this are refused (Standard Webhooks: ±5 minutes). */
 const TIMESTAMP_TOLERANCE_SECONDS = 300;
@@ -189,25 +190,52 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
+/** A credential as the webhook secret stores it: its stable id and its value. */
+interface IdentifiedCredential {
+  id: string;
+  value: string;
+}
+
 /**
- * Checks every configured credential and returns the keys the ingest compares against. Throws
- * a `CredentialError` naming the bad one by position (never its value), so a bad deploy stops
- * at cold start.
+ * The stable id of a credential given as a bare value (`WEBHOOK_SECRET`, `INGEST_API_KEYS`):
+ * `env-` and 16 hex digits of a SHA-256 over the kind and the value, under a label of its own.
+ * The same value gets the same id whatever its place in the list, so a label and a ledger key
+ * never move to another credential. It gives nothing usable away: 64 bits of a digest cannot be
+ * inverted, a webhook secret carries at least 192 bits of chance (24 bytes, checked), and an
+ * API key that could be guessed could be tried against the request ids the de-duplication table
+ * already holds (the whole SHA-256 of the key, `request-identity.ts`), which say more.
+ */
+export function credentialIdOf(kind: 'webhook_secret' | 'api_key', value: string): string {
+  const digest = createHash('sha256').update(`mautic-batch-relay sender id\n${kind}\n${value}`);
+  return `env-${digest.digest('hex').slice(0, 16)}`;
+}
+
+type CredentialList = ReadonlyArray<string | IdentifiedCredential>;
+
+/**
+ * Checks every configured credential and returns the keys the ingest compares against, each
+ * with its stable id (a bare value's is `credentialIdOf`). Throws a `CredentialError` naming the
+ * bad one by position (never its value), so a bad deploy stops at cold start.
  */
 export function parseCredentials(config: {
-  webhookSecrets: ReadonlyArray<string>;
-  apiKeys: ReadonlyArray<string>;
-}): {
-  webhookKeys: Buffer[];
-  apiKeyDigests: Buffer[];
-} {
+  webhookSecrets: CredentialList;
+  apiKeys: CredentialList;
+}): IngestCredentials {
   if (config.webhookSecrets.length === 0 && config.apiKeys.length === 0) {
     throw new CredentialError('At least one webhook secret or API key must be configured');
   }
+  const identified = (list: CredentialList, kind: 'webhook_secret' | 'api_key') =>
+    list.map((entry) =>
+      typeof entry === 'string' ? { id: credentialIdOf(kind, entry), value: entry } : entry,
+    );
+  const secrets = identified(config.webhookSecrets, 'webhook_secret');
+  const keys = identified(config.apiKeys, 'api_key');
   return {
-    webhookKeys: config.webhookSecrets.map((secret, i) =>
-      parseWebhookSecret(secret, `webhook secret #${i + 1}`),
+    webhookKeys: secrets.map(({ value }, i) =>
+      parseWebhookSecret(value, `webhook secret #${i + 1}`),
     ),
-    apiKeyDigests: config.apiKeys.map((key, i) => parseApiKey(key, `API key #${i + 1}`)),
+    webhookIds: secrets.map(({ id }) => id),
+    apiKeyDigests: keys.map(({ value }, i) => parseApiKey(value, `API key #${i + 1}`)),
+    apiKeyIds: keys.map(({ id }) => id),
   };
 }

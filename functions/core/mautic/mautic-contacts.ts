@@ -2,6 +2,7 @@
  * Mautic's contact lookup and the integrator actions' endpoints (reference §11; docs/mautic.md):
  * what `MauticApiClient` sends for `findContacts`, `addToSegment` and `contactAction`.
  */
+import { canonicalReference, csvField, lookupProblem, storedForm } from '../contact-reference.ts';
 import { MauticPermanentError, MauticResponseError } from '../errors.ts';
 import { CONTACT_FIELD_PATTERN, type ContactAction } from '../events.ts';
 import type { ActionFields, CallOptions, ItemResult } from '../ports.ts';
@@ -24,17 +25,16 @@ const MAX_LOOKUP_QUERY_BYTES = 7_600;
 /** Pages of one lookup before it gives up: values are exact, so one page almost always does. */
 const MAX_LOOKUP_PAGES = 20;
 
-/** How a reference value is compared: trimmed and lower-cased, as `matchKey` does. */
-function normalise(value: string): string {
-  return value.trim().toLowerCase();
-}
-
 /**
  * Looks contacts up by a field with `where[0][expr]=in`, which compares whole values (`search`
- * would match prefixes, with `_` and `%` as wildcards: a look-alike). The values are packed into
- * as few requests as the request-line limit allows, and every contact an answer lists is
- * checked again here: only an exact (case-insensitive) match counts, so an accent-folded or
- * padded look-alike that SQL's collation lets through never resolves a reference.
+ * would match prefixes, with `_` and `%` as wildcards: a look-alike). Each value is looked up
+ * in its canonical form (`canonicalReference`: for an email, the address Mautic stores), and
+ * the answer is keyed by it; the values are packed into as few requests as the request-line
+ * limit allows, and every contact an answer lists is checked again here: only a stored value of
+ * that very form counts (`storedForm`), so a look-alike that SQL's collation folds into it
+ * (an accent, U+212A for K) never resolves a reference. A value the lookup cannot carry
+ * (`lookupProblem`: only in events queued before the ingest refused it) is not sent, and
+ * matches no one.
  */
 export async function findContacts(
   send: ApiSend,
@@ -46,11 +46,12 @@ export async function findContacts(
     throw new TypeError('Expected `field` to be a contact field alias.');
   }
   const found = new Map<string, number[]>();
-  const wanted = [...new Set(values.map(normalise))].filter((value) => value !== '');
+  const wanted = [...new Set(values.map((value) => canonicalReference(field, value)))];
   for (const value of wanted) found.set(value, []);
-  for (const group of packValues(field, wanted)) {
+  const sendable = wanted.filter((value) => value !== '' && lookupProblem(value) === undefined);
+  for (const group of packValues(field, sendable)) {
     for (const contact of await lookup(send, field, group, call)) {
-      const ids = found.get(contact.value);
+      const ids = found.get(storedForm(contact.value));
       if (ids && !ids.includes(contact.id)) ids.push(contact.id);
     }
   }
@@ -74,16 +75,11 @@ function packValues(field: string, values: ReadonlyArray<string>): string[][] {
   return groups;
 }
 
-/** `str_getcsv`'s quoting: a value holding a comma or a quote is quoted, quotes doubled. */
-function csvValue(value: string): string {
-  return /[",]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
-}
-
 function lookupQuery(field: string, values: ReadonlyArray<string>, start: number, limit: number) {
   const params = {
     'where[0][col]': field,
     'where[0][expr]': 'in',
-    'where[0][val]': values.map(csvValue).join(','),
+    'where[0][val]': values.map(csvField).join(','),
     minimal: '1',
     orderBy: 'id',
     orderByDir: 'ASC',
@@ -103,7 +99,7 @@ function queryValue(value: string): string {
   return encodeURIComponent(value).replaceAll('%40', '@').replaceAll('%2C', ',');
 }
 
-/** Every contact of one `in` lookup, page by page: its id and its field value, normalised. */
+/** Every contact of one `in` lookup, page by page: its id and its field value as stored. */
 async function lookup(
   send: ApiSend,
   field: string,
@@ -123,8 +119,7 @@ async function lookup(
       const id = toId(record.id);
       // Mautic lists a number field as a number (reference §5.4): compared as its text.
       const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value;
-      if (id !== undefined && typeof text === 'string')
-        contacts.push({ id, value: normalise(text) });
+      if (id !== undefined && typeof text === 'string') contacts.push({ id, value: text });
     }
     if (records.length < limit) return contacts;
   }

@@ -30,15 +30,14 @@ import {
   type IngestRequest,
   type IngestResponse,
   type Intake,
-  MAX_MESSAGE_BYTES,
   parseBody,
   type Sender,
-  toMessages,
-  toSqsText,
   validateEvents,
 } from '../ingest/ingest-steps.ts';
+import { MAX_MESSAGE_BYTES, toMessages, toSqsText } from '../ingest/queue-messages.ts';
 import { checkRecordShare } from '../ingest/record-backlog.ts';
-import type { OutgoingMessage, RequestIdentity, SourceDeadLetterQueue } from '../ports.ts';
+import type { RequestIdentity } from '../ports.ts';
+import type { OutgoingMessage, SourceDeadLetterQueue } from '../queue-ports.ts';
 import {
   type CompiledSource,
   eventPointer,

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { MessageOutcome } from '../../../functions/core/delivery/failure-policy.ts';
 import { readMessages, settleBatch } from '../../../functions/core/delivery/outcomes.ts';
 import { ConfigError } from '../../../functions/core/errors.ts';
-import type { QueuedMessage } from '../../../functions/core/ports.ts';
+import type { QueuedMessage } from '../../../functions/core/queue-ports.ts';
 import {
   decideRequeue,
   NAMED_TIME_RECEIVES,
@@ -150,7 +150,7 @@ describe('settleBatch', () => {
     ]);
   });
 
-  it('brings a rate-limited message back at the reset Mautic named, capped at maxDelaySeconds; a past reset at once', () => {
+  it('brings a rate-limited message back at the reset Mautic named, capped at maxDelaySeconds; a past reset after the backoff, never at once', () => {
     const messages = [message(0), message(1), message(2)];
     const at = (seconds: number): MessageOutcome => ({
       kind: 'retry',
@@ -172,7 +172,7 @@ describe('settleBatch', () => {
     expect(settled.delays.map((d) => [d.seconds, d.messages.map((m) => m.messageId)])).toEqual([
       [300, ['m0']],
       [600, ['m1']],
-      [0, ['m2']],
+      [15, ['m2']],
     ]);
   });
 

@@ -12,7 +12,7 @@ import {
 } from '../../../functions/core/errors.ts';
 import type { QueuedEvent } from '../../../functions/core/events.ts';
 import { acceptEvents } from '../../../functions/core/ingest/ingest.ts';
-import { queueMessageFor } from '../../../functions/core/ingest/ingest-steps.ts';
+import { queueMessageFor } from '../../../functions/core/ingest/queue-messages.ts';
 import {
   admitToRecords,
   checkRecordShare,
@@ -21,7 +21,7 @@ import {
   secondsUntilRoom,
 } from '../../../functions/core/ingest/record-backlog.ts';
 import { parseCredentials } from '../../../functions/core/ingest/webhook-auth.ts';
-import type { OutgoingMessage } from '../../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../../functions/core/queue-ports.ts';
 import type { MinuteCounts, RecordCounter } from '../../../functions/core/record-counter.ts';
 import { API_KEY, INGEST_LIMITS } from '../../support/ingest.ts';
 import { recorder } from '../../support/observe.ts';

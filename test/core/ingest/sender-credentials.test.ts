@@ -22,8 +22,11 @@ describe('sender credentials', () => {
       { id: 'api-key-1', kind: 'api_key', value: KEY, createdAt: null },
     ]);
     expect(credentialLists(senders)).toEqual({
-      webhookSecrets: [`whsec_${GENERATED}`, SECRET],
-      apiKeys: [KEY],
+      webhookSecrets: [
+        { id: 'generated', value: `whsec_${GENERATED}` },
+        { id: 'webhook-secret-1', value: SECRET },
+      ],
+      apiKeys: [{ id: 'api-key-1', value: KEY }],
     });
   });
 
