@@ -1,5 +1,6 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
+import { itemsThatFit, nextBatchFits } from '../core/call-budget.ts';
 import { deliverChunks } from '../core/delivery.ts';
 import type { DeliveryDeps, DeliveryOptions } from '../core/delivery-calls.ts';
 import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
@@ -13,8 +14,14 @@ export interface BatchHandlerDeps extends DeliveryDeps {
   options: DeliveryOptions & {
     /** Longest visibility delay after a 429 (SQS allows 12 hours). */
     maxDelaySeconds: number;
-    /** How long the function gathers more messages itself before delivering. */
+    /** How long the function gathers more messages itself, after a full hand, before delivering. */
     batchWindowMs: number;
+    /**
+     * The most messages the event source hands at once (the mapping's batch size: 10 from a FIFO
+     * queue, fewer with a smaller `batchSize`). A smaller hand says the queue had no more, and is
+     * delivered at once. Unset, any hand may be part of a backlog, and is gathered to.
+     */
+    handOver?: number;
     /**
      * How much longer than the invocation's time left its own messages stay hidden, so that a
      * crash gives them back soon. @default 30 s
@@ -55,28 +62,16 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
     const own = (messages: QueuedMessage[]) => messages.filter((m) => !handed.has(m.receiptHandle));
     let failures: string[] | undefined;
     const removals: Array<Promise<void>> = [];
-    // A full hand says there is a backlog: its gathering ends once the queue is quiet. A smaller
-    // one waits the window, gathering what trickles in, as the mapping's window did.
-    const full = event.Records.length >= Math.min(FIFO_HAND_OVER, run.options.batchSize);
-    const rest = run.options.batchSize - event.Records.length;
-    let batch: QueuedMessage[] = [
-      ...event.Records,
-      ...(await gather(rest, run, deps, { quietMs: full ? GATHER_QUIET_MS : undefined })),
-    ];
-    let lastBatchMs = 0;
+    let batch: QueuedMessage[] = [...event.Records, ...(await gatherRest(event, run, deps))];
     for (;;) {
-      const started = deps.clock.now();
-      // Only what the backlog has now (waiting out a window here would hold the handed messages,
-      // and so their records, until the invocation ends), and only with time to deliver it.
-      const next = goOn(batch, run, started, lastBatchMs)
-        ? gather(run.options.batchSize, run, deps, { windowMs: 0 })
-        : undefined;
+      // The next batch is received while this one is delivered, only when both are expected to
+      // be delivered in time at Mautic's pace.
+      const next = goOn(batch, run, deps) ? gather(run.options.batchSize, run, deps) : undefined;
       const unsettled = await deliverBatch(batch, run, deps);
       failures ??= event.Records.filter((r) => unsettled.has(r.messageId)).map((r) => r.messageId);
       // Deleted while the next batch is delivered: none of its records is in the next batch,
       // whose messages the queue could not hand out while these were in flight.
       removals.push(removeSettled(own(batch), unsettled, deps, settleUntil(run.deadline)));
-      lastBatchMs = deps.clock.now() - started;
       batch = next === undefined ? [] : await next;
       if (batch.length === 0) break;
     }
@@ -91,13 +86,37 @@ type Run = ReturnType<typeof timing> & { goOnUntil: number };
 
 /**
  * Whether to gather and deliver another batch after this one: while a backlog lasts (this batch
- * is full), within the first half of the invocation, and with time left for two batches as long
- * as the last one took, so that the next is not gathered only to go back to the queue untried.
+ * is full), within the first half of the invocation, and when, at Mautic's observed pace, this
+ * batch and a full next one are both expected to be delivered before calls must stop (never
+ * before anything was observed), so that the next is not gathered only to be cut off or sent
+ * back untried.
  */
-function goOn(batch: QueuedMessage[], run: Run, now: number, lastBatchMs: number): boolean {
-  if (batch.length < run.options.batchSize || run.signal.aborted) return false;
-  const callsUntil = run.deadline - run.options.deadlineMarginMs;
-  return now < run.goOnUntil && callsUntil - now > 2 * lastBatchMs;
+function goOn(batch: QueuedMessage[], run: Run, deps: BatchHandlerDeps): boolean {
+  const { batchSize, deadlineMarginMs } = run.options;
+  const now = deps.clock.now();
+  if (batch.length < batchSize || run.signal.aborted || now >= run.goOnUntil) return false;
+  return nextBatchFits(run.deadline - deadlineMarginMs - now, deps.itemTime?.msPerItem, {
+    current: batch.length,
+    batchSize,
+    gatherMs: gatheringMs(run, now),
+  });
+}
+
+/**
+ * The rest of the first batch, received by the function itself. A full hand of 10 says there is
+ * a backlog: it gathers up to the batch size, as many as are expected to be delivered in time.
+ * A smaller hand says there is none: it is delivered at once, since waiting for more would be
+ * billed as the function's duration whether or not any came (at a trickle, most of its time).
+ */
+async function gatherRest(event: SQSEvent, run: Run, deps: BatchHandlerDeps) {
+  const { batchSize, deadlineMarginMs } = run.options;
+  const hand = event.Records.length;
+  if (hand < (run.options.handOver ?? 1)) return [];
+  const now = deps.clock.now();
+  const callsFrom = now + gatheringMs(run, now);
+  const msPerItem = deps.itemTime?.msPerItem;
+  const fit = itemsThatFit(run.deadline - deadlineMarginMs - callsFrom, msPerItem, batchSize);
+  return gather(fit - hand, run, deps);
 }
 
 /**
@@ -140,15 +159,8 @@ async function deliverBatch(
   return unsettled;
 }
 
-/** Lambda's mapping hands a function at most this many messages of a FIFO queue. */
-const FIFO_HAND_OVER = 10;
-
-/**
- * After a full hand, gathering ends once the queue has been quiet this long, before the window
- * does: the rest of a sender's request lands within it, and a drained backlog's last messages go
- * out without waiting.
- */
-const GATHER_QUIET_MS = 100;
+/** A gathering's receives are long polls of a second: the last may end this long past its window. */
+const LONG_POLL_MS = 1_000;
 
 /**
  * Settling ends this long before the deadline at the latest, so that the handler answers in
@@ -163,25 +175,38 @@ const settleUntil = (deadline: number) => deadline - ANSWER_RESERVE_MS;
 const HOLD_MARGIN_SECONDS = 30;
 
 /**
- * Messages the function receives itself: up to `wanted`, within the batch window (at most a
- * quarter of the time left, so delivery keeps the rest), or until the queue is quiet.
+ * When a gathering starting `now` stops starting receives, and how long each waits. It ends
+ * within the batch window and a quarter of the time left (delivery keeps the rest), the long
+ * poll started last included. An invocation too short for a long poll in that quarter (under
+ * 4 s: a compressed test's, never a deployed one's) takes what one short poll finds instead.
  */
-async function gather(
-  wanted: number,
-  { deadline, options }: Run,
-  deps: BatchHandlerDeps,
-  {
-    windowMs = options.batchWindowMs,
-    quietMs,
-  }: { windowMs?: number; quietMs?: number | undefined } = {},
-) {
+function gathering({ deadline, options }: Run, now: number) {
+  const quarter = Math.floor((deadline - now) / 4);
+  const window = Math.max(0, Math.min(options.batchWindowMs, quarter));
+  if (quarter <= LONG_POLL_MS)
+    return { until: now + window, pollSeconds: 0 as const, lastsMs: window };
+  const receiving = Math.min(window, quarter - LONG_POLL_MS);
+  return { until: now + receiving, pollSeconds: 1 as const, lastsMs: receiving + LONG_POLL_MS };
+}
+
+/** How long a gathering starting `now` may last (none: 0). */
+function gatheringMs(run: Run, now: number): number {
+  const plan = gathering(run, now);
+  return plan.until > now ? plan.lastsMs : 0;
+}
+
+/**
+ * Messages the function receives itself: up to `wanted`, within the batch window, ending once a
+ * whole long poll brought nothing (nothing more is arriving).
+ */
+async function gather(wanted: number, run: Run, deps: BatchHandlerDeps) {
   if (wanted <= 0) return [];
   const now = deps.clock.now();
-  const until = now + Math.min(windowMs, Math.floor((deadline - now) / 4));
+  const { until, pollSeconds } = gathering(run, now);
   // Hidden until the invocation ends and a margin after: a crash gives them back that soon.
-  const margin = options.holdMarginSeconds ?? HOLD_MARGIN_SECONDS;
-  const holdSeconds = Math.ceil((deadline - now) / 1000) + margin;
-  return deps.queues.receive(wanted, until, quietMs, holdSeconds);
+  const margin = run.options.holdMarginSeconds ?? HOLD_MARGIN_SECONDS;
+  const holdSeconds = Math.ceil((run.deadline - now) / 1000) + margin;
+  return deps.queues.receive(wanted, until, holdSeconds, pollSeconds);
 }
 
 /** Deletes the messages the function received itself that are settled (delivered or dead-lettered). */

@@ -8,6 +8,7 @@ import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { describeError } from './errors.ts';
 import type { Action } from './events.ts';
 import { type Decision, isUnexpected, type MessageOutcome } from './failure-policy.ts';
+import type { MauticItemTime } from './mautic-item-time.ts';
 import type {
   ActionLedger,
   CallOptions,
@@ -37,6 +38,8 @@ export interface DeliveryOptions {
   defaultRateLimitDelayMs: number;
   /** Longest wait inside the invocation for a time Mautic named (`retry-policy.ts`). */
   maxInRunWaitMs: number;
+  /** The longest a Mautic call may take (`MAUTIC_TIMEOUT_MS`); else from Mautic's pace alone. */
+  callTimeoutCapMs?: number | undefined;
 }
 
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
@@ -70,6 +73,11 @@ export interface DeliveryDeps {
   namedPause?: { until?: number | undefined };
   /** Mautic's version as its last answer named it (`Mautic-Version`), for the company rule. */
   mauticVersion?: { value?: string | undefined };
+  /**
+   * Mautic's observed time per item, learned from the calls it answered, for as long as the
+   * container lives: what sizes and times the calls (`call-budget.ts`).
+   */
+  itemTime?: MauticItemTime;
 }
 
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
@@ -88,6 +96,22 @@ export type Attempt<T> =
   /** A whole-call 5xx that an item may cause: the items are not settled yet. */
   | { kind: 'narrow'; outcome: MessageOutcome; items: PlannedItem[] }
   | { kind: 'settled' };
+
+/** Runs each entity's chunks in plan order (its phases), entities `concurrency` at a time. */
+export async function byEntity(
+  chunks: ReadonlyArray<Chunk>,
+  concurrency: number,
+  deliver: (chunk: Chunk) => Promise<void>,
+): Promise<void> {
+  const queue = [...Map.groupBy(chunks, (chunk) => chunk.entity).values()];
+  const worker = async () => {
+    for (let entityChunks = queue.shift(); entityChunks; entityChunks = queue.shift()) {
+      for (const chunk of entityChunks) await deliver(chunk);
+    }
+  };
+  const workers = Math.max(1, Math.min(concurrency, queue.length));
+  await Promise.all(Array.from({ length: workers }, worker));
+}
 
 /** The call for a chunk's items, by action (contract §5 for the integrator actions). */
 export function sendChunk(

@@ -41,6 +41,8 @@ export type ItemResult =
 export interface CallOptions {
   accessToken: string;
   signal?: AbortSignal | undefined;
+  /** This call's timeout (the delivery derives it, `call-budget.ts`); else the client's own. */
+  timeoutMs?: number | undefined;
 }
 
 /** Mautic's batch API as the delivery needs it; `MauticApiClient` implements it. */
@@ -286,17 +288,22 @@ export interface DeliveryQueues {
     until?: number,
   ): Promise<string[]>;
   /**
-   * Receives up to `max` more messages of the events queue, 10 per call, until `max` are held,
-   * `until` (epoch ms) has passed, or no message came for `quietMs`; never waits past either.
-   * Resolves what it received (a failed call ends the receiving, it is not an error: the
-   * messages in hand are delivered).
+   * Receives up to `max` more messages of the events queue, 10 per call, each call a long poll
+   * of a second, until `max` are held, a whole long poll brought nothing (nothing more is
+   * arriving), or `until` (epoch ms) has passed: no call starts after it, so the receiving ends
+   * at most a long poll later. Resolves what it received (a failed call ends the receiving, it
+   * is not an error: the messages in hand are delivered).
    */
   receive(
     max: number,
     until: number,
-    quietMs?: number,
     /** How long to hide what it receives (SQS visibility); the queue's own when absent. */
     holdSeconds?: number,
+    /**
+     * Each receive's wait: 1 s, or 0 only where an invocation is too short for a long poll (a
+     * compressed test's): a short poll may answer empty while messages wait, and ends it.
+     */
+    pollSeconds?: 0 | 1,
   ): Promise<QueuedMessage[]>;
   /** Deletes messages this function received itself; resolves the message ids not deleted. */
   remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]>;
