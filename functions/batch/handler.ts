@@ -177,14 +177,16 @@ const HOLD_MARGIN_SECONDS = 30;
 /**
  * When a gathering starting `now` stops starting receives, and how long each waits. It ends
  * within the batch window and a quarter of the time left (delivery keeps the rest), the long
- * poll started last included. An invocation too short for a long poll in that quarter (under
- * 4 s: a compressed test's, never a deployed one's) takes what one short poll finds instead.
+ * poll started last included. A window under a second or an invocation too short for a long
+ * poll in that quarter (neither is possible with the settings, which count whole seconds and
+ * give the function 10 s or more: only compressed tests) takes what short polls find instead.
  */
 function gathering({ deadline, options }: Run, now: number) {
   const quarter = Math.floor((deadline - now) / 4);
   const window = Math.max(0, Math.min(options.batchWindowMs, quarter));
-  if (quarter <= LONG_POLL_MS)
+  if (quarter <= LONG_POLL_MS || window < LONG_POLL_MS) {
     return { until: now + window, pollSeconds: 0 as const, lastsMs: window };
+  }
   const receiving = Math.min(window, quarter - LONG_POLL_MS);
   return { until: now + receiving, pollSeconds: 1 as const, lastsMs: receiving + LONG_POLL_MS };
 }

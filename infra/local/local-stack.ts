@@ -273,8 +273,9 @@ async function start(
       metrics,
     },
   );
-  // One mapping with the function's concurrency: its pollers gather ahead of the invocations,
-  // and make their SQS calls without the SDK's CPU cost, which is not the function's in the cloud.
+  // One mapping with the function's concurrency: a poller reads the queue when an invocation slot
+  // is free, and makes its SQS calls without the SDK's CPU cost, which is not the function's in
+  // the cloud.
   // As Lambda's mapping on a FIFO queue: batches of at most 10, no window; the batch function
   // receives the rest of its BATCH_SIZE itself within BATCH_WINDOW_SECONDS.
   const mappingSqs = fauxqs.mappingSqs();

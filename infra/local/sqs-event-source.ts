@@ -183,9 +183,9 @@ export interface SqsEventSourceOptions {
   /** Default 'batch'. */
   functionName?: string;
   /**
-   * Invocations at once (the function's concurrency), default 1. `start()` runs this many
-   * pollers, each gathering its next batch while the invocations run, as the mapping's pollers
-   * do, so a batch is ready when a slot frees.
+   * Invocations at once (the mapping's maximum concurrency), default 1. `start()` runs this
+   * many pollers; each reads the queue only while it holds a free invocation slot, as the
+   * mapping stops reading while that many invocations run.
    */
   maxConcurrency?: number;
   /** Called after each invocation with what happened (for logs and tests). */
@@ -215,10 +215,11 @@ export interface InvokeReport {
 
 /**
  * Polls one queue and feeds a batch handler the way the Lambda SQS event source mapping does,
- * with ReportBatchItemFailures on. `start()` runs `maxConcurrency` pollers that gather batches
- * independently of the invocations: a gathered batch waits for a free invocation slot, the slot
- * frees as soon as the handler answered, and the deletes run after that, off the slot, so the
- * handler (and the Mautic behind it) is kept busy up to `maxConcurrency`.
+ * with ReportBatchItemFailures on. `start()` runs `maxConcurrency` pollers, each gathering a batch
+ * once it holds a free invocation slot (Lambda's mapping stops reading the queue while its
+ * maximum concurrency is running); the slot frees as soon as the handler answered, and the
+ * deletes run after that, off the slot, so the handler (and the Mautic behind it) is kept busy
+ * up to `maxConcurrency`.
  *
  * From a FIFO queue (its ARN ends in `.fifo`) it takes what Lambda's mapping takes: at most 10
  * messages per batch, one ReceiveMessage each, no batching window. Its pollers still run at once,
@@ -304,12 +305,11 @@ export class SqsEventSource {
     if (this.#stopSignal.signal.aborted) return Promise.resolve(undefined);
     return this.#track(
       (async () => {
-        const records = await this.#gather().catch((error: unknown) => {
+        const records = await this.#gatherInSlot().catch((error: unknown) => {
           if (this.#stopping) return undefined;
           throw error;
         });
         if (records === undefined) return undefined;
-        await this.#slots.acquire();
         return this.#invoke(records);
       })(),
     );
@@ -356,7 +356,7 @@ export class SqsEventSource {
     while (!this.#stopping) {
       let records: SQSRecord[] | undefined;
       try {
-        records = await this.#gather();
+        records = await this.#gatherInSlot();
       } catch (error) {
         // stop() cuts a waiting long poll short; whatever it had taken reappears, as in SQS.
         if (this.#stopping) break;
@@ -367,9 +367,25 @@ export class SqsEventSource {
         continue;
       }
       if (records === undefined) continue;
-      await this.#slots.acquire();
       this.#track(this.#invoke(records)).catch((error: unknown) => this.#report(error));
     }
+  }
+
+  /**
+   * A batch gathered once an invocation slot is free, the slot kept for its invocation (released
+   * when nothing came). With a maximum concurrency, Lambda's mapping stops reading from the queue
+   * while that many invocations run, rather than hold a batch for the next free one: held, it
+   * would take messages that a running invocation gathering its own batch could have had.
+   */
+  async #gatherInSlot(): Promise<SQSRecord[] | undefined> {
+    await this.#slots.acquire();
+    let records: SQSRecord[] | undefined;
+    try {
+      records = this.#stopping ? undefined : await this.#gather();
+    } finally {
+      if (records === undefined) this.#slots.release();
+    }
+    return records;
   }
 
   /**
