@@ -31,7 +31,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
-import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
+import { parseCredentials, signWebhook } from '../functions/core/ingest/webhook-auth.ts';
 import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 import type { SignedRequest } from './support/stripe-source.ts';
 
@@ -431,7 +431,7 @@ interface BenchServer {
  */
 async function startRelay(secret: string, side: Side): Promise<BenchServer> {
   const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
-  const { createQueuePair } = await import('../infra/local/sqs-event-source.ts');
+  const { createQueuePair } = await import('../infra/local/queue-pair.ts');
   const { startDedupStore } = await import('../infra/local/dynamodb-local.ts');
   const local = await startLocalSqs();
   const dedup = await startDedupStore(side === 'relay-dedup' ? DEDUP_ON_WINDOW_SECONDS : 0);

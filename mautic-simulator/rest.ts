@@ -30,7 +30,8 @@ import {
 } from './symfony.ts';
 
 // The store's entry points, which tests and the in-memory Mautic import from here.
-export { createEntityState, type EntityState, listRecords, seedRecord } from './store.ts';
+export { listRecords, seedRecord } from './records.ts';
+export { createEntityState, type EntityState } from './store.ts';
 
 /** Items of a batch request: body entries for new and edit, ids for delete and segment adds. */
 export function batchItemCount(req: SimRequest): number | undefined {

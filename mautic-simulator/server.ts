@@ -15,8 +15,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenOnLoopback } from '../infra/local/loopback.ts';
-import { readBody } from '../infra/local/read-body.ts';
 import {
   type AfterApplyFault,
   check,
@@ -35,9 +33,11 @@ import {
   toRateLimit,
 } from './harness.ts';
 import { addClient, respond, type State } from './kernel.ts';
+import { listenOnLoopback } from './loopback.ts';
 import { addBySegmentFilters } from './memberships.ts';
 import { issueTokens, type SimulatorClient } from './oauth.ts';
 import { parsePhpQuery } from './php.ts';
+import { readBody } from './read-body.ts';
 import { batchItemCount, createEntityState, listRecords, seedRecord } from './rest.ts';
 import { contactMemberships } from './store.ts';
 import {
@@ -104,14 +104,14 @@ export interface MauticSimulator {
    * them, then fails to tell: 'drop' destroys the connection instead of answering; 'garble'
    * answers as PHP does when a notice is printed before the response (status 200, text/html,
    * the notice then the JSON); 'gateway_timeout' answers as a proxy in front of a slow Mautic
-   * does (504 page) while Mautic went on. For "was it applied?" tests (issue 11).
+   * does (504 page) while Mautic went on. For "was it applied?" tests.
    */
   failAfterApply(match: RequestMatch, how: AfterApplyFault, times?: number): void;
   /**
    * A poison item: every call of `match` whose batch holds an item with `item[field] ===
    * value` answers Mautic's generic 500 (§6.4) and applies nothing, as Mautic's item-specific
    * exceptions in a batch edit do (a contact whose stage others share, an id deleted
-   * meanwhile). It stays until the simulator stops. For "one bad item" tests (issue 24).
+   * meanwhile). It stays until the simulator stops. For "one bad item" tests.
    */
   poison(match: RequestMatch, field: string, value: unknown): void;
   addClient(client: SimulatorClient): void;
@@ -264,7 +264,7 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
     return send(res, entry, faultReply(fault.status));
   }
   const reply = respond(harness.state, request, entry);
-  // failAfterApply (issue 11): the work is done, the answer is lost or spoilt.
+  // failAfterApply: the work is done, the answer is lost or spoilt.
   const spoilt = harness.scripts.takeAfterApply(method, path);
   if (!(await waitOutLatency())) return;
   if (spoilt === 'drop') return void req.socket.destroy();

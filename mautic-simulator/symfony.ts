@@ -4,7 +4,8 @@
  * that both the OAuth2 endpoints and the REST controllers give.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { type PhpArray, parsePhpQuery, phpArrayToJs, phpJsonEncode } from './php.ts';
+import { type PhpArray, parsePhpQuery, phpArrayToJs } from './php.ts';
+import { phpJsonEncode } from './php-json.ts';
 
 /** What the simulator sends back. */
 export interface Reply {

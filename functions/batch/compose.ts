@@ -10,12 +10,12 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery-calls.ts';
-import { MauticApiClient } from '../core/mautic-api.ts';
-import { MauticItemTime } from '../core/mautic-item-time.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery/delivery-calls.ts';
+import { MauticItemTime } from '../core/delivery/mautic-item-time.ts';
+import { MauticApiClient } from '../core/mautic/mautic-api.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
 import { TOKEN_POLL } from '../core/retry-policy.ts';
-import { WaitingTokenSource } from '../core/token-wait.ts';
+import { WaitingTokenSource } from '../core/tokens/token-wait.ts';
 import type { BatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
 

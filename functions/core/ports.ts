@@ -37,11 +37,10 @@ export type ItemResult =
       details?: unknown;
     };
 
-/** Per call: the bearer token and an optional signal (e.g. aborted at the Lambda deadline). */
+/** Per call: the bearer token, an optional signal (the Lambda deadline's) and timeout. */
 export interface CallOptions {
   accessToken: string;
   signal?: AbortSignal | undefined;
-  /** This call's timeout (the delivery derives it, `call-budget.ts`); else the client's own. */
   timeoutMs?: number | undefined;
 }
 
@@ -288,21 +287,15 @@ export interface DeliveryQueues {
     until?: number,
   ): Promise<string[]>;
   /**
-   * Receives up to `max` more messages of the events queue, 10 per call, each call a long poll
-   * of a second, until `max` are held, a whole long poll brought nothing (nothing more is
-   * arriving), or `until` (epoch ms) has passed: no call starts after it, so the receiving ends
-   * at most a long poll later. Resolves what it received (a failed call ends the receiving, it
-   * is not an error: the messages in hand are delivered).
+   * Receives up to `max` more messages of the events queue, 10 per call, each a long poll (short
+   * only with `pollSeconds` 0, where none fits), until `max` are held, a whole poll brought none
+   * or `until` (epoch ms) passed: no call starts after it. Resolves what it received.
    */
   receive(
     max: number,
     until: number,
     /** How long to hide what it receives (SQS visibility); the queue's own when absent. */
     holdSeconds?: number,
-    /**
-     * Each receive's wait: 1 s, or 0 only where an invocation is too short for a long poll (a
-     * compressed test's): a short poll may answer empty while messages wait, and ends it.
-     */
     pollSeconds?: 0 | 1,
   ): Promise<QueuedMessage[]>;
   /** Deletes messages this function received itself; resolves the message ids not deleted. */
@@ -317,7 +310,7 @@ export interface SourceDeadLetter {
   /** The letter's id, answered as `deadLettered` and shown as its `eventId`. */
   id: string;
   source: string;
-  /** The message body: the versioned envelope of the payload (functions/core/source-endpoint.ts). */
+  /** The message body: its versioned envelope (functions/core/sources/source-endpoint.ts). */
   body: string;
   reason: 'mapping_failed';
   /** What failed, and where: the error and the JSON pointer of the first bad field. */

@@ -11,14 +11,18 @@ import { SecretsManagerSourceSecrets } from '../adapters/secrets-manager-source-
 import { SqsEventQueue } from '../adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../adapters/sqs-source-dead-letters.ts';
 import { ConfigError, describeError, SourceConfigError } from '../core/errors.ts';
+import { parseCredentials } from '../core/ingest/webhook-auth.ts';
 import type { Clock, IngestCredentials } from '../core/ports.ts';
 import {
   compileSourcesText,
   ReloadableSourceRegistry,
   StoredSecretSources,
-} from '../core/source-registry.ts';
-import { type CompiledSource, parseSourcesDocument, type SourceRegistry } from '../core/sources.ts';
-import { parseCredentials } from '../core/webhook-auth.ts';
+} from '../core/sources/source-registry.ts';
+import {
+  type CompiledSource,
+  parseSourcesDocument,
+  type SourceRegistry,
+} from '../core/sources/sources.ts';
 import type { IngestConfig } from '../shared/config.ts';
 import { createIngestHandler } from './handler.ts';
 

@@ -7,9 +7,9 @@ import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { SecretsManagerTokenVault } from '../adapters/secrets-manager-token-vault.ts';
-import { MauticOAuthClient } from '../core/mautic-oauth.ts';
+import { MauticOAuthClient } from '../core/mautic/mautic-oauth.ts';
 import type { Clock, FetchLike } from '../core/ports.ts';
-import type { RefreshOutcome } from '../core/token-refresh.ts';
+import type { RefreshOutcome } from '../core/tokens/token-refresh.ts';
 import type { RefreshConfig } from '../shared/config.ts';
 import { createRefreshHandler } from './handler.ts';
 

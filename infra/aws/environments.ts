@@ -11,12 +11,12 @@ import {
   compileSources,
   parseSourcesDocument,
   type SourceDefinition,
-} from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/sources.ts';
 import {
   type FreshnessPolicy,
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
-} from '../../functions/core/token-freshness.ts';
+} from '../../functions/core/tokens/token-freshness.ts';
 import { DEFAULTS, MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
@@ -226,7 +226,7 @@ export function refreshPolicy(settings: Pick<RelaySettings, 'refreshSchedule'>):
 /**
  * What `cdk synth` warns of when the refresher, with this token lifetime and schedule, would
  * write the token secret more often than AWS's one PutSecretValue per secret every 10 minutes:
- * it renews tokens before they lapse all the same (functions/core/token-freshness.ts). Nothing
+ * it renews tokens before they lapse all the same (functions/core/tokens/token-freshness.ts). Nothing
  * when it keeps to it.
  */
 export function secretWriteWarning(

@@ -63,7 +63,7 @@ function refreshFunction(
     serviceName: 'refresh',
     timeout: Duration.seconds(30),
     // One run at a time where the account allows a reservation; without one, runs that race
-    // are kept apart by the compare-and-swap writes (functions/core/token-refresh.ts).
+    // are kept apart by the compare-and-swap writes (functions/core/tokens/token-refresh.ts).
     ...(settings.reservedConcurrency ? { reservedConcurrentExecutions: 1 } : {}),
   });
   refresh.useSecret(ENV.CLIENT_SECRET_ID, secrets.client);
@@ -79,7 +79,7 @@ function refreshFunction(
       new targets.LambdaFunction(refresh.function, {
         retryAttempts: 0,
         // Its period: a run leaves tokens written under 10 minutes ago to the next one, while
-        // they outlast it (functions/core/token-freshness.ts).
+        // they outlast it (functions/core/tokens/token-freshness.ts).
         event: events.RuleTargetInput.fromObject({
           scheduleSeconds: refreshPolicy(settings).scheduleSeconds,
         }),

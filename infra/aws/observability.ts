@@ -14,7 +14,7 @@ import {
   metricsNamespace,
   type UnitOf,
 } from '../../functions/core/metrics.ts';
-import { fewestSecondsLeftOnSchedule } from '../../functions/core/token-freshness.ts';
+import { fewestSecondsLeftOnSchedule } from '../../functions/core/tokens/token-freshness.ts';
 import { DEDUP_STORE_FAILED_EVENT } from '../../functions/shared/config.ts';
 import { type RelaySettings, refreshPolicy } from './environments.ts';
 import type { RelayFunctions } from './functions.ts';

@@ -34,7 +34,7 @@ export interface RelayQueues {
 /**
  * SQS's largest message, stated rather than left to the default (256 KiB before August 2025):
  * the ingest queues events of up to 1 MiB less room for attributes (`MAX_MESSAGE_BYTES` in
- * functions/core/ingest-steps.ts), and the batch function's dead letters carry them whole.
+ * functions/core/ingest/ingest-steps.ts), and the batch function's dead letters carry them whole.
  */
 export const MAX_MESSAGE_SIZE_BYTES = 1_048_576;
 

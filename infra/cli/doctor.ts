@@ -1,7 +1,7 @@
 /**
  * `mautic-relay doctor --env NAME`: what a deploy of environment NAME needs of the account,
  * the region and Mautic, checked from the operator's machine before anything is created, each
- * check with what to do when it fails (issue 26: a first deploy that fails after forty resources
+ * check with what to do when it fails (a first deploy that fails after forty resources
  * rolls all of them back).
  */
 import { readFileSync } from 'node:fs';
@@ -24,8 +24,7 @@ import {
   PLACEHOLDER_ACCOUNT,
   type RelaySettings,
 } from '../aws/environments.ts';
-import { SetupError } from './errors.ts';
-import { UsageError } from './operator-commands.ts';
+import { SetupError, UsageError } from './errors.ts';
 
 /** Lambda keeps this much of an account's concurrency unreserved, whatever is asked. */
 const MIN_UNRESERVED_CONCURRENCY = 100;

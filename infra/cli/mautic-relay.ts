@@ -6,7 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runCli } from './cli.ts';
-import { UsageError } from './operator-commands.ts';
+import { UsageError } from './errors.ts';
 
 let interrupted = false;
 process.on('SIGINT', () => {

@@ -1,9 +1,44 @@
-import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import * as z from 'zod';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { SetupError } from './errors.ts';
-import { endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
+import type { Command } from './command.ts';
+import { awsCall, EXIT, SetupError, UsageError } from './errors.ts';
+import { endpointsDir, endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
+import { checkEnvironment, TARGET_HELP, targetOptions } from './options.ts';
+
+export const refreshCommand: Command = {
+  name: 'refresh',
+  usage: 'refresh (--env NAME | --local) [--json]',
+  summary: 'run the token refresher now and wait for its result',
+  details: `Asks the environment's token refresher for a refresh now (a synchronous invoke of the
+stack's refresher, or the running "npm start"'s), waits for it and prints the result: whether it
+refreshed and how long the access token is good for (never a token). Exits 1 if it failed.
+${TARGET_HELP}`,
+  options: targetOptions,
+  positionals: 0,
+  run: async (values, _, io) => {
+    if (values.env !== undefined && values.local)
+      throw new UsageError('Give --env NAME or --local, not both');
+    if (values.env === undefined && !values.local)
+      throw new UsageError('Which relay? Give --env NAME or --local');
+    const result = values.local
+      ? await refreshLocal(endpointsDir(io.env), fetch)
+      : await awsCall(checkEnvironment(values.env), io, () =>
+          refreshEnvironment(checkEnvironment(values.env), {
+            cloudFormation: new CloudFormationClient({}),
+            lambda: new LambdaClient({}),
+          }),
+        );
+    const ok = printRefresh(result, {
+      json: values.json === true,
+      now: io.now(),
+      print: io.stdout,
+      authorize: `npx mautic-relay authorize ${values.local ? '--local' : `--env ${values.env}`}`,
+    });
+    return ok ? EXIT.ok : EXIT.failed;
+  },
+};
 
 /** The refresher's answer, as much of it as the command reports (never a token). */
 const outcomeSchema = z.object({
@@ -62,7 +97,7 @@ export async function refreshEnvironment(
 }
 
 /** `refresh --local`: asks the running `npm start` through its control endpoint. */
-export async function refreshLocal(dir: string, fetch: FetchLike): Promise<RefreshResult> {
+async function refreshLocal(dir: string, fetch: FetchLike): Promise<RefreshResult> {
   const endpoints = readLocalEndpoints(endpointsPathIn(dir));
   if (endpoints?.controlUrl === undefined) {
     throw new SetupError(

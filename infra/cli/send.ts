@@ -1,9 +1,59 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { CredentialError } from '../../functions/core/errors.ts';
+import {
+  parseApiKey,
+  parseWebhookSecret,
+  signWebhook,
+} from '../../functions/core/ingest/webhook-auth.ts';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { parseApiKey, parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
-import { UsageError } from './operator-commands.ts';
+import type { Command } from './command.ts';
+import { EXIT, UsageError } from './errors.ts';
+import { closeTarget, localTarget } from './target.ts';
+
+export const sendCommand: Command = {
+  name: 'send',
+  usage: 'send (--url URL | --local) [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]',
+  summary: 'post events to an ingest URL, signed',
+  details: `Posts FILE, or stdin, as it is to the ingest, signed with a Standard Webhooks secret or
+with an API key; prints the answer. Exits 0 on a 2xx answer, else 1. Needs no AWS environment.
+Any event shape of the contract: records, contacts named by "match", the integrator actions
+(docs/recipes.md has worked examples).
+  --url URL        the ingest URL, e.g. http://127.0.0.1:3000/events
+  --local          the running "npm start"'s ingest URL
+  --secret S       a whsec_ secret; better given as WEBHOOK_SECRET in the environment
+  --api-key K      an API key; better given as INGEST_API_KEY in the environment
+  --id ID          the webhook-id (default: random)`,
+  options: {
+    url: { type: 'string' },
+    local: { type: 'boolean', default: false },
+    secret: { type: 'string' },
+    'api-key': { type: 'string' },
+    id: { type: 'string' },
+  },
+  positionals: 1,
+  run: async (values, positionals, io) => {
+    if (values.local && values.url) throw new UsageError('Give --url or --local, not both');
+    let url = values.url as string | undefined;
+    if (values.local) {
+      const target = localTarget(io.env);
+      url = target.ingestUrl;
+      closeTarget(target);
+    }
+    const result = await sendEvents(
+      {
+        url,
+        secret: values.secret as string | undefined,
+        apiKey: values['api-key'] as string | undefined,
+        id: values.id as string | undefined,
+        file: positionals[0],
+        env: io.env,
+      },
+      { fetch, print: io.stdout, now: io.now, readStdin: io.readStdin },
+    );
+    return result.ok ? EXIT.ok : EXIT.failed;
+  },
+};
 
 /** What `send` talks to; the bin passes the real ones, the tests their own. */
 export interface SendDeps {

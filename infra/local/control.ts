@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Logger, RefreshReport } from '../../functions/core/ports.ts';
+import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
 import type { LocalRefresher } from './local-refresher.ts';
-import { listenOnLoopback } from './loopback.ts';
 
 export interface ControlServer {
   readonly url: string;

@@ -3,7 +3,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretsManagerIngestCredentials } from '../../functions/adapters/secrets-manager-ingest-credentials.ts';
 import { CredentialError } from '../../functions/core/errors.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const secretsManager = mockClient(SecretsManagerClient);

@@ -3,16 +3,13 @@ import type { Message } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery-calls.ts';
-import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { MauticItemTime } from '../../functions/core/mautic-item-time.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
+import { MauticItemTime } from '../../functions/core/delivery/mautic-item-time.ts';
+import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
 import type { QueuedMessage } from '../../functions/core/ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
-import {
-  createQueuePair,
-  type InvokeReport,
-  SqsEventSource,
-} from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
+import { type InvokeReport, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import {
   type MauticSimulator,
   type MauticSimulatorOptions,

@@ -4,11 +4,11 @@ import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { clientSecretSchema, tokenSecretSchema } from '../../functions/core/token-secret.ts';
 import { secretNames } from '../../functions/shared/config.ts';
+import { UsageError } from '../../infra/cli/errors.ts';
 import {
   authorize,
   type CommandDeps,
   storeCredentials,
-  UsageError,
 } from '../../infra/cli/operator-commands.ts';
 import {
   type SecretsManagerFake,

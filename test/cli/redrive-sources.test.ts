@@ -22,12 +22,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../../functions/adapters/sqs-source-dead-letters.ts';
 import { type CliIo, runCli } from '../../infra/cli/cli.ts';
-import { redriveDeadLetters } from '../../infra/cli/dead-letters.ts';
 import { EXIT } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
+import { redriveDeadLetters } from '../../infra/cli/redrive-letters.ts';
 import { sourceRemapper } from '../../infra/cli/source-letters.ts';
 import { environmentSources, localSources } from '../../infra/cli/sources.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { NOW } from '../support/ingest.ts';
 import {
   type LocalSqs,

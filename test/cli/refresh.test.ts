@@ -12,7 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SetupError } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, readLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
 import { printRefresh, refreshEnvironment } from '../../infra/cli/refresh.ts';
-import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
+import { startLocalStack } from '../../infra/local/local-stack.ts';
 
 const run = promisify(execFile);
 const cloudFormation = mockClient(CloudFormationClient);

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
-import { UsageError } from '../../infra/cli/operator-commands.ts';
+import { UsageError } from '../../infra/cli/errors.ts';
 import { type SendDeps, sendEvents } from '../../infra/cli/send.ts';
 import { type HttpFront, startHttpFront } from '../../infra/local/http-front.ts';
 import {

@@ -1,14 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest-steps.ts';
+import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest/ingest-steps.ts';
 import { environmentSettings, PLACEHOLDER_ACCOUNT } from '../../infra/aws/environments.ts';
 import { MAX_MESSAGE_SIZE_BYTES } from '../../infra/aws/storage.ts';
 import type { CfnTemplate } from '../support/cfn-schema.ts';
 import { cdkContext, environments, relayStack } from './synth.ts';
 import { limitProblems } from './template-limits.ts';
 
-/** Issue 26: what the stack must do to work in the cloud as AWS documents it. */
+/** What the stack must do to work in the cloud as AWS documents it. */
 
 function template(name = 'dev', overrides: Record<string, unknown> = {}) {
   return Template.fromStack(relayStack(name, overrides).stack);

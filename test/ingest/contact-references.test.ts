@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONTACT_ACTIONS, queuedEventSchema } from '../../functions/core/events.ts';
-import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
+import type { IngestLimits } from '../../functions/core/ingest/ingest-steps.ts';
 import {
   httpApiEvent,
   INGEST_LIMITS,

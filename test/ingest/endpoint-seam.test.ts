@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { IngestRefusal } from '../../functions/core/errors.ts';
 import type { RelayEvent } from '../../functions/core/events.ts';
-import { acceptWith } from '../../functions/core/ingest.ts';
+import { acceptWith } from '../../functions/core/ingest/ingest.ts';
 import {
   type IngestEndpoint,
   type IngestRequest,
   parseBody,
   validateEvents,
-} from '../../functions/core/ingest-steps.ts';
+} from '../../functions/core/ingest/ingest-steps.ts';
 import type { OutgoingMessage, RequestLedger } from '../../functions/core/ports.ts';
 import { INGEST_LIMITS, NOW } from '../support/ingest.ts';
 

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
 import { queuedEventSchema } from '../../functions/core/events.ts';
 import type { RequestLedger } from '../../functions/core/ports.ts';
-import { compileSources, parseSourcesDocument } from '../../functions/core/sources.ts';
+import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import {

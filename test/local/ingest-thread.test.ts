@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { parseCredentials, signWebhook } from '../../functions/core/webhook-auth.ts';
+import { parseCredentials, signWebhook } from '../../functions/core/ingest/webhook-auth.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import { startIngestThread } from '../../infra/local/ingest-thread.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import {
   type LocalSqs,
   receiveUntil,

@@ -6,8 +6,9 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { ConfigError } from '../../functions/core/errors.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import { startIngestThread } from '../../infra/local/ingest-thread.ts';
-import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
+import { startLocalStack } from '../../infra/local/local-stack.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type LocalSqs, startLocalSqs, uniqueQueueName } from '../support/local-sqs.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 import { until } from '../support/until.ts';

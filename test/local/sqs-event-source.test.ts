@@ -9,8 +9,8 @@ import {
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { InvocationTimeoutError } from '../../infra/local/lambda-context.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import {
-  createQueuePair,
   type InvokeReport,
   type SqsBatchHandler,
   SqsEventSource,

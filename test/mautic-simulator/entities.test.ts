@@ -25,7 +25,7 @@ function validItem(entity: string, n: number): Record<string, unknown> {
   return item;
 }
 
-describe('every default entity (issue 25: the simulator knew 4 of 24)', () => {
+describe('every default entity (the 24 Mautic 5.1.1 ships)', () => {
   it('serves batch new, edit and delete for each, under the keys of docs/mautic.md §7', async () => {
     const s = await session();
     expect(Object.keys(ENTITIES).sort()).toEqual([...DEFAULT_ENTITIES].sort());
@@ -113,7 +113,7 @@ describe('every default entity (issue 25: the simulator knew 4 of 24)', () => {
   });
 });
 
-describe('contact items as Mautic 5.1.1 saves them (issue 25)', () => {
+describe('contact items as Mautic 5.1.1 saves them', () => {
   it('refuses an edit that gives a contact another one’s email, and merges nothing', async () => {
     const s = await session();
     s.sim.seed('contacts', { email: 'ann@example.com', firstname: 'Ann' });
@@ -208,7 +208,7 @@ describe('contact items as Mautic 5.1.1 saves them (issue 25)', () => {
   });
 });
 
-describe('Mautic-Version (issue 25: every answer carries it)', () => {
+describe('Mautic-Version (on every answer)', () => {
   it('is on the token endpoint, its errors, a 401, the catch-all 404 and the REST answers', async () => {
     const s: Session = await session({ mauticVersion: '7.0.0' });
     const token = (body: Record<string, string>) =>

@@ -4,10 +4,10 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
-import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import { MauticOAuthClient } from '../../functions/core/mautic/mautic-oauth.ts';
 import type { TokenVault } from '../../functions/core/ports.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
-import { requestTokenFor } from '../../functions/core/token-writes.ts';
+import { requestTokenFor } from '../../functions/core/tokens/token-writes.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
 import {
   type SecretsManagerFake,

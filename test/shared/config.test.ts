@@ -7,7 +7,7 @@ import {
   secretNames,
   sourceSecretName,
 } from '../../functions/shared/config.ts';
-import { loadLocalConfig } from '../../infra/local/local-stack.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
 
 const required = {
   MAUTIC_BASE_URL: 'https://mautic.example.com',

@@ -1,18 +1,18 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
-import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
+import type { IngestLimits } from '../../functions/core/ingest/ingest-steps.ts';
+import {
+  parseCredentials,
+  parseWebhookSecret,
+  signWebhook,
+} from '../../functions/core/ingest/webhook-auth.ts';
 import type {
   Clock,
   EventQueue,
   OutgoingMessage,
   RequestLedger,
 } from '../../functions/core/ports.ts';
-import {
-  parseCredentials,
-  parseWebhookSecret,
-  signWebhook,
-} from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { DEFAULT_ENTITIES, DEFAULTS } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';

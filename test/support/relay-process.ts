@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
+import { parseWebhookSecret, signWebhook } from '../../functions/core/ingest/webhook-auth.ts';
 import { runCli } from '../../infra/cli/cli.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
