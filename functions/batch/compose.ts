@@ -95,6 +95,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     random: Math.random,
     // Lives as long as the container, like Mautic's limit it learned.
     learnedLimit: { value: undefined },
+    backlog: { seen: false },
     itemTime: new MauticItemTime(),
     namedPause: {},
     mauticVersion,

@@ -14,6 +14,12 @@ interface GatherDeps {
   clock: Clock;
   /** Mautic's observed time per item: how many a batch may hold, whether a next one fits. */
   itemTime?: MauticItemTime | undefined;
+  /**
+   * Whether the container's last gathering got all it asked for: the queue held more, so a
+   * backlog (or a burst still arriving) goes on, whatever the size of the next hand. Lives as
+   * long as the container.
+   */
+  backlog?: { seen: boolean } | undefined;
 }
 
 /**
@@ -39,14 +45,15 @@ export async function* batches(
 
 /**
  * The rest of the first batch, received by the function itself. A full hand (as many as the
- * event source hands at most) says there is a backlog: it gathers up to the batch size, as many
- * as are expected to be delivered in time. A smaller hand says there is none: it is delivered
- * at once, since waiting for more would be billed as the function's duration whether or not
- * any came (at a trickle, most of its time).
+ * event source hands at most), or any hand while the container's last gathering found the queue
+ * holding more, says there is a backlog: it gathers up to the batch size, as many as are
+ * expected to be delivered in time. Otherwise a smaller hand says there is none: it is
+ * delivered at once, since waiting for more would be billed as the function's duration whether
+ * or not any came (at a trickle, most of its time).
  */
 async function gatherRest(hand: number, run: Run, deps: GatherDeps): Promise<QueuedMessage[]> {
   const { batchSize, deadlineMarginMs, handOver = 1 } = run.options;
-  if (hand < handOver) return [];
+  if (hand < handOver && deps.backlog?.seen !== true) return [];
   const now = deps.clock.now();
   const callsFrom = now + gatheringMs(run, now);
   const msPerItem = deps.itemTime?.msPerItem;
@@ -106,5 +113,7 @@ async function gather(wanted: number, run: Run, deps: GatherDeps): Promise<Queue
   // Hidden until the invocation ends and a margin after: a crash gives them back that soon.
   const margin = run.options.holdMarginSeconds ?? HOLD_MARGIN_SECONDS;
   const holdSeconds = Math.ceil((run.deadline - now) / 1000) + margin;
-  return deps.queues.receive(wanted, until, holdSeconds, pollSeconds);
+  const received = await deps.queues.receive(wanted, until, holdSeconds, pollSeconds);
+  if (deps.backlog) deps.backlog.seen = received.length >= wanted;
+  return received;
 }

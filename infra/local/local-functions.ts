@@ -127,6 +127,13 @@ export function startBatchFunction(
     functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
     maxConcurrency: config.MAX_CONCURRENCY,
     onError: (error) => logger.warn('Polling the events queue failed', { error: String(error) }),
+    // Lambda's REPORT line, as it were: what each invocation was billed (printed at DEBUG).
+    onInvoke: (report) =>
+      logger.info('Batch invocation', {
+        event: 'invocation',
+        messages: report.messageIds.length,
+        billedMs: report.billedMs,
+      }),
   });
   poller.start();
   stops.push(() => poller.stop());

@@ -111,6 +111,8 @@ export interface InvokeReport {
   wholeBatchFailed: boolean;
   /** What the handler threw (or the InvocationTimeoutError), if it did. */
   error?: unknown;
+  /** The invocation's duration, as Lambda bills it (whole milliseconds, rounded up). */
+  billedMs: number;
 }
 
 /**
@@ -279,6 +281,7 @@ export class SqsEventSource {
   async #invoke(records: SQSRecord[]): Promise<InvokeReport> {
     const messageIds = records.map((record) => record.messageId);
     let outcome: Awaited<ReturnType<typeof invokeHandler>>;
+    const started = performance.now();
     try {
       const context = lambdaContext(this.#functionName, this.#functionTimeoutMs, {
         region: this.#region,
@@ -295,6 +298,7 @@ export class SqsEventSource {
       // The invocation is over when the handler answered: deleting is the mapping's work.
       this.#slots.release();
     }
+    const billedMs = Math.ceil(performance.now() - started);
 
     const { failedIds, wholeBatchFailed } = failedByAnswer(outcome, messageIds);
     const undeleted = await deleteAll(
@@ -306,6 +310,7 @@ export class SqsEventSource {
       deleted: messageIds.filter((id) => !failedIds.has(id) && !undeleted.has(id)),
       failed: messageIds.filter((id) => failedIds.has(id) || undeleted.has(id)),
       wholeBatchFailed,
+      billedMs,
     };
     if (!outcome.ok) report.error = outcome.error;
     this.#onInvoke?.(report);

@@ -96,6 +96,7 @@ async function startRelay(options: { itemTime?: MauticItemTime; functionTimeoutM
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
     learnedLimit: { value: undefined },
+    backlog: { seen: false },
     ledger: new InMemoryActionLedger(),
     ...(options.itemTime === undefined ? {} : { itemTime: options.itemTime }),
     options: {
@@ -197,6 +198,27 @@ describe('the batch function gathering its batch', () => {
     expect(relay.calls()).toEqual([1, 1, 1]);
     expect(relay.waits).toEqual([]);
   }, 60_000);
+
+  it('after a gathering that found more, gathers to a smaller hand too: a burst still arriving', async () => {
+    const relay = await startRelay({});
+    relay.source.start();
+    await relay.send(200);
+    await until(() => relay.calls().length === 1, 30_000, 'the first batch');
+
+    // A burst's next events land in a few sends: the first hand is small, the rest arrives
+    // while the function gathers.
+    await relay.send(3);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await relay.send(7);
+    await relay.drained(210);
+    // That gathering ended on a quiet second: a trickle's event after it goes out at once.
+    const receivesBefore = relay.waits.length;
+    await relay.send(1);
+    await relay.drained(211);
+
+    expect(relay.calls()).toEqual([200, 10, 1]);
+    expect(relay.waits.length).toBe(receivesBefore);
+  }, 90_000);
 
   it('goes on to a next batch in the same invocation only when Mautic’s pace says it ends in time', async () => {
     // 1 ms an item: two batches of 200 fit in 30 s many times over.
