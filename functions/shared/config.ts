@@ -44,10 +44,10 @@ export const ENV = {
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
   /**
-   * How long the batch function gathers events from the queue before it delivers them: the
-   * event source hands it at most 10 from the FIFO queue, it receives the rest itself.
+   * After a full hand (the event source hands at most 10 from the FIFO queue), how long the batch
+   * function may gather the rest of a burst still arriving; a quiet second ends it sooner.
    */
-  batchWindowSeconds: 1,
+  batchWindowSeconds: 5,
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
