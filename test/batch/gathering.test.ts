@@ -201,8 +201,8 @@ describe('the batch function gathering its batch', () => {
 
   it('after a gathering that found more, gathers to a smaller hand too: a burst still arriving', async () => {
     const relay = await startRelay({});
-    relay.source.start();
     await relay.send(200);
+    relay.source.start();
     await until(() => relay.calls().length === 1, 30_000, 'the first batch');
 
     // A burst's next events land in a few sends: the first hand is small, the rest arrives
