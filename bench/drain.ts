@@ -1,7 +1,7 @@
 /**
  * How fast the relay drains a backlog: events already queued on a fauxqs events queue are
  * delivered through the local stand-in for the SQS event source mapping (N invocations at once,
- * its pollers gathering ahead, 10 messages per invocation from the FIFO queue, as Lambda's
+ * a poller reading when a slot is free, 10 messages per invocation from the FIFO queue, as Lambda's
  * mapping takes them) invoking the real batch handler (built by functions/batch/compose.ts),
  * which receives the rest of its batch of 200 itself within a 1 s window, into the Mautic
  * simulator answering every API call in a fixed time (its own work included), as a real Mautic
@@ -368,7 +368,7 @@ async function drainRun(bench: Bench, shape: RunShape): Promise<Omit<RunResult, 
   let invocations = 0;
   let failedMessages = 0;
   const pollErrors: string[] = [];
-  // As the local stack runs it: one mapping whose pollers gather ahead of the invocations,
+  // As the local stack runs it: one mapping whose pollers read when an invocation slot is free,
   // their SQS calls made on the emulator's thread (infra/local/fauxqs-thread.ts).
   const mappingSqs = bench.fauxqs.mappingSqs();
   const source = new SqsEventSource({

@@ -245,7 +245,7 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
   if (harness.scripts.poisoned(method, path, decoded)) {
     return send(res, entry, exceptionError(500));
   }
-  const fault = harness.faults.draw(path);
+  const fault = harness.faults.draw(path, entry.items);
   // The latency is the time to answer, counted from the request's arrival, as a real server's
   // is: its own work is part of it. A request that passes is applied first and answered when
   // the latency is over (or at once, if the work took longer); otherwise the 50 ms of a bench's

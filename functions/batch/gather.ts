@@ -1,16 +1,11 @@
+import { itemsThatFit, nextBatchFits } from '../core/delivery/call-budget.ts';
+import type { MauticItemTime } from '../core/delivery/mautic-item-time.ts';
 import type { Clock } from '../core/ports.ts';
 import type { DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 import type { Run } from './run.ts';
 
-/** Lambda's mapping hands a function at most this many messages of a FIFO queue. */
-const FIFO_HAND_OVER = 10;
-
-/**
- * After a full hand, gathering ends once the queue has been quiet this long, before the window
- * does: the rest of a sender's request lands within it, and a drained backlog's last messages go
- * out without waiting.
- */
-const GATHER_QUIET_MS = 100;
+/** A gathering's receives are long polls of a second: the last may end this long past its window. */
+const LONG_POLL_MS = 1_000;
 
 /** How much longer than the invocation's time left the function's own messages stay hidden. */
 const HOLD_MARGIN_SECONDS = 30;
@@ -18,6 +13,14 @@ const HOLD_MARGIN_SECONDS = 30;
 interface GatherDeps {
   queues: DeliveryQueues;
   clock: Clock;
+  /** Mautic's observed time per item: how many a batch may hold, whether a next one fits. */
+  itemTime?: MauticItemTime | undefined;
+  /**
+   * Whether the container's last gathering got all it asked for: the queue held more, so a
+   * backlog (or a burst still arriving) goes on, whatever the size of the next hand. Lives as
+   * long as the container.
+   */
+  backlog?: { seen: boolean } | undefined;
 }
 
 /**
@@ -31,58 +34,87 @@ export async function* batches(
   run: Run,
   deps: GatherDeps,
 ): AsyncGenerator<QueuedMessage[]> {
-  // A full hand says there is a backlog: its gathering ends once the queue is quiet. A smaller
-  // one waits the window, gathering what trickles in, as the mapping's window did.
-  const full = handed.length >= Math.min(FIFO_HAND_OVER, run.options.batchSize);
-  const rest = run.options.batchSize - handed.length;
-  let batch: QueuedMessage[] = [
-    ...handed,
-    ...(await gather(rest, run, deps, { quietMs: full ? GATHER_QUIET_MS : undefined })),
-  ];
-  let lastBatchMs = 0;
+  let batch: QueuedMessage[] = [...handed, ...(await gatherRest(handed.length, run, deps))];
   for (;;) {
-    const started = deps.clock.now();
-    // Only what the backlog has now (waiting out a window here would hold the handed messages,
-    // and so their records, until the invocation ends), and only with time to deliver it.
-    const next = goOn(batch, run, started, lastBatchMs)
-      ? gather(run.options.batchSize, run, deps, { windowMs: 0 })
-      : undefined;
+    // Received while this one is delivered, only when both are expected in time at Mautic's pace.
+    const next = goOn(batch, run, deps) ? gather(run.options.batchSize, run, deps) : undefined;
     yield batch;
-    lastBatchMs = deps.clock.now() - started;
     batch = next === undefined ? [] : await next;
     if (batch.length === 0) return;
   }
 }
 
 /**
- * Whether to gather and deliver another batch after this one: while a backlog lasts (this batch
- * is full), within the first half of the invocation, and with time left for two batches as long
- * as the last one took, so that the next is not gathered only to go back to the queue untried.
+ * The rest of the first batch, received by the function itself. A full hand (as many as the
+ * event source hands at most), or any hand while the container's last gathering found the queue
+ * holding more, says there is a backlog: it gathers up to the batch size, as many as are
+ * expected to be delivered in time. Otherwise a smaller hand says there is none: it is
+ * delivered at once, since waiting for more would be billed as the function's duration whether
+ * or not any came (at a trickle, most of its time).
  */
-function goOn(batch: QueuedMessage[], run: Run, now: number, lastBatchMs: number): boolean {
-  if (batch.length < run.options.batchSize || run.signal.aborted) return false;
-  const callsUntil = run.deadline - run.options.deadlineMarginMs;
-  return now < run.goOnUntil && callsUntil - now > 2 * lastBatchMs;
+async function gatherRest(hand: number, run: Run, deps: GatherDeps): Promise<QueuedMessage[]> {
+  const { batchSize, deadlineMarginMs, handOver = 1 } = run.options;
+  if (hand < handOver && deps.backlog?.seen !== true) return [];
+  const now = deps.clock.now();
+  const callsFrom = now + gatheringMs(run, now);
+  const msPerItem = deps.itemTime?.msPerItem;
+  const fit = itemsThatFit(run.deadline - deadlineMarginMs - callsFrom, msPerItem, batchSize);
+  return gather(fit - hand, run, deps);
 }
 
 /**
- * Messages the function receives itself: up to `wanted`, within the batch window (at most a
- * quarter of the time left, so delivery keeps the rest), or until the queue is quiet.
+ * Whether to gather and deliver another batch after this one: while a backlog lasts (this batch
+ * is full), within the first half of the invocation, and when, at Mautic's observed pace, this
+ * batch and a full next one are both expected to be delivered before calls must stop (never
+ * before anything was observed), so that the next is not gathered only to be cut off or sent
+ * back untried.
  */
-async function gather(
-  wanted: number,
-  { deadline, options }: Run,
-  deps: GatherDeps,
-  {
-    windowMs = options.batchWindowMs,
-    quietMs,
-  }: { windowMs?: number; quietMs?: number | undefined } = {},
-) {
+function goOn(batch: QueuedMessage[], run: Run, deps: GatherDeps): boolean {
+  const { batchSize, deadlineMarginMs } = run.options;
+  const now = deps.clock.now();
+  if (batch.length < batchSize || run.signal.aborted || now >= run.goOnUntil) return false;
+  return nextBatchFits(run.deadline - deadlineMarginMs - now, deps.itemTime?.msPerItem, {
+    current: batch.length,
+    batchSize,
+    gatherMs: gatheringMs(run, now),
+  });
+}
+
+/**
+ * When a gathering starting `now` stops starting receives, and how long each waits. It ends
+ * within the batch window and a quarter of the time left (delivery keeps the rest), the long
+ * poll started last included. A window under a second or an invocation too short for a long
+ * poll in that quarter (neither is possible with the settings, which count whole seconds and
+ * give the function 10 s or more: only compressed tests) takes what short polls find instead.
+ */
+function gathering({ deadline, options }: Run, now: number) {
+  const quarter = Math.floor((deadline - now) / 4);
+  const window = Math.max(0, Math.min(options.batchWindowMs, quarter));
+  if (quarter <= LONG_POLL_MS || window < LONG_POLL_MS) {
+    return { until: now + window, pollSeconds: 0 as const, lastsMs: window };
+  }
+  const receiving = Math.min(window, quarter - LONG_POLL_MS);
+  return { until: now + receiving, pollSeconds: 1 as const, lastsMs: receiving + LONG_POLL_MS };
+}
+
+/** How long a gathering starting `now` may last (none: 0). */
+function gatheringMs(run: Run, now: number): number {
+  const plan = gathering(run, now);
+  return plan.until > now ? plan.lastsMs : 0;
+}
+
+/**
+ * Messages the function receives itself: up to `wanted`, within the batch window, ending once a
+ * whole long poll brought nothing (nothing more is arriving).
+ */
+async function gather(wanted: number, run: Run, deps: GatherDeps): Promise<QueuedMessage[]> {
   if (wanted <= 0) return [];
   const now = deps.clock.now();
-  const until = now + Math.min(windowMs, Math.floor((deadline - now) / 4));
+  const { until, pollSeconds } = gathering(run, now);
   // Hidden until the invocation ends and a margin after: a crash gives them back that soon.
-  const margin = options.holdMarginSeconds ?? HOLD_MARGIN_SECONDS;
-  const holdSeconds = Math.ceil((deadline - now) / 1000) + margin;
-  return deps.queues.receive(wanted, until, quietMs, holdSeconds);
+  const margin = run.options.holdMarginSeconds ?? HOLD_MARGIN_SECONDS;
+  const holdSeconds = Math.ceil((run.deadline - now) / 1000) + margin;
+  const received = await deps.queues.receive(wanted, until, holdSeconds, pollSeconds);
+  if (deps.backlog) deps.backlog.seen = received.length >= wanted;
+  return received;
 }

@@ -14,6 +14,8 @@ export interface BatchHandlerDeps extends DeliveryDeps {
   queues: DeliveryQueues;
   retry: RetryPolicy;
   options: BatchOptions;
+  /** Whether the container's last gathering found the queue holding more (`gather.ts`). */
+  backlog?: { seen: boolean };
 }
 
 export type BatchHandler = (

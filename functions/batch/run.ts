@@ -5,8 +5,14 @@ import type { Clock } from '../core/ports.ts';
 export type BatchOptions = DeliveryOptions & {
   /** Longest visibility delay after a 429 (SQS allows 12 hours). */
   maxDelaySeconds: number;
-  /** How long the function gathers more messages itself before delivering. */
+  /** How long the function gathers more messages itself, after a full hand, before delivering. */
   batchWindowMs: number;
+  /**
+   * The most messages the event source hands at once (the mapping's batch size: 10 from a FIFO
+   * queue, fewer with a smaller `batchSize`). A smaller hand says the queue had no more, and is
+   * delivered at once. Unset, any hand may be part of a backlog, and is gathered to.
+   */
+  handOver?: number;
   /**
    * How much longer than the invocation's time left its own messages stay hidden, so that a
    * crash gives them back soon. @default 30 s

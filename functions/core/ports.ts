@@ -36,10 +36,11 @@ export type ItemResult =
       details?: unknown;
     };
 
-/** Per call: the bearer token and an optional signal (e.g. aborted at the Lambda deadline). */
+/** Per call: the bearer token, an optional signal (the Lambda deadline's) and timeout. */
 export interface CallOptions {
   accessToken: string;
   signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
 }
 
 /** Mautic's batch API as the delivery needs it; `MauticApiClient` implements it. */

@@ -70,17 +70,16 @@ export interface DeliveryQueues {
     until?: number,
   ): Promise<string[]>;
   /**
-   * Receives up to `max` more messages of the events queue, 10 per call, until `max` are held,
-   * `until` (epoch ms) has passed, or no message came for `quietMs`; never waits past either.
-   * Resolves what it received (a failed call ends the receiving, it is not an error: the
-   * messages in hand are delivered).
+   * Receives up to `max` more messages of the events queue, 10 per call, each a long poll (short
+   * only with `pollSeconds` 0, where none fits), until `max` are held, a whole poll brought none
+   * or `until` (epoch ms) passed: no call starts after it. Resolves what it received.
    */
   receive(
     max: number,
     until: number,
-    quietMs?: number,
     /** How long to hide what it receives (SQS visibility); the queue's own when absent. */
     holdSeconds?: number,
+    pollSeconds?: 0 | 1,
   ): Promise<QueuedMessage[]>;
   /** Deletes messages this function received itself; resolves the message ids not deleted. */
   remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]>;

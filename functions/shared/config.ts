@@ -45,10 +45,10 @@ export const ENV = {
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
   /**
-   * How long the batch function gathers events from the queue before it delivers them: the
-   * event source hands it at most 10 from the FIFO queue, it receives the rest itself.
+   * After a full hand (the event source hands at most 10 from the FIFO queue), how long the batch
+   * function may gather the rest of a burst still arriving; a quiet second ends it sooner.
    */
-  batchWindowSeconds: 1,
+  batchWindowSeconds: 5,
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
@@ -114,8 +114,8 @@ const batchSchema = z.object({
   [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
   [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
   [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-  // Unset: a Mautic call may take the invocation's time less its deadline margin (a slow Mautic
-  // takes many seconds for 200 contacts; a fixed 10 s would retry, or doubt, calls that worked).
+  // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
+  // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
   [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
   [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
@@ -140,7 +140,7 @@ export interface BatchConfig {
   /** How long to gather events before delivering them (the invocation's own receives). */
   batchWindowSeconds: number;
   deliveryConcurrency: number;
-  /** Per Mautic call; unset, calls are bounded by the invocation's deadline only. */
+  /** The longest a Mautic call may take; unset, its own timeout follows Mautic's pace only. */
   mauticTimeoutMs: number | undefined;
   tokenCacheSeconds: number;
   maxDelaySeconds: number;

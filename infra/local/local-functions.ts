@@ -69,9 +69,9 @@ export async function startRefresher(
 }
 
 /**
- * The batch function, fed by one mapping with the function's concurrency: its pollers gather
- * ahead of the invocations, and make their SQS calls without the SDK's CPU cost, which is not
- * the function's in the cloud. As Lambda's mapping on a FIFO queue: batches of at most 10, no
+ * The batch function, fed by one mapping with the function's concurrency: a poller reads the
+ * queue when an invocation slot is free, and makes its SQS calls without the SDK's CPU cost,
+ * which is not the function's in the cloud. As Lambda's mapping on a FIFO queue: batches of at most 10, no
  * window; the batch function receives the rest of its BATCH_SIZE itself within
  * BATCH_WINDOW_SECONDS.
  */
@@ -127,6 +127,13 @@ export function startBatchFunction(
     functionTimeoutMs: config.BATCH_TIMEOUT_SECONDS * 1000,
     maxConcurrency: config.MAX_CONCURRENCY,
     onError: (error) => logger.warn('Polling the events queue failed', { error: String(error) }),
+    // Lambda's REPORT line, as it were: what each invocation was billed (printed at DEBUG).
+    onInvoke: (report) =>
+      logger.info('Batch invocation', {
+        event: 'invocation',
+        messages: report.messageIds.length,
+        billedMs: report.billedMs,
+      }),
   });
   poller.start();
   stops.push(() => poller.stop());

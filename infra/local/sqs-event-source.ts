@@ -83,9 +83,9 @@ export interface SqsEventSourceOptions {
   /** Default 'batch'. */
   functionName?: string;
   /**
-   * Invocations at once (the function's concurrency), default 1. `start()` runs this many
-   * pollers, each gathering its next batch while the invocations run, as the mapping's pollers
-   * do, so a batch is ready when a slot frees.
+   * Invocations at once (the mapping's maximum concurrency), default 1. `start()` runs this
+   * many pollers; each reads the queue only while it holds a free invocation slot, as the
+   * mapping stops reading while that many invocations run.
    */
   maxConcurrency?: number;
   /** Called after each invocation with what happened (for logs and tests). */
@@ -111,14 +111,17 @@ export interface InvokeReport {
   wholeBatchFailed: boolean;
   /** What the handler threw (or the InvocationTimeoutError), if it did. */
   error?: unknown;
+  /** The invocation's duration, as Lambda bills it (whole milliseconds, rounded up). */
+  billedMs: number;
 }
 
 /**
  * Polls one queue and feeds a batch handler the way the Lambda SQS event source mapping does,
- * with ReportBatchItemFailures on. `start()` runs `maxConcurrency` pollers that gather batches
- * independently of the invocations: a gathered batch waits for a free invocation slot, the slot
- * frees as soon as the handler answered, and the deletes run after that, off the slot, so the
- * handler (and the Mautic behind it) is kept busy up to `maxConcurrency`.
+ * with ReportBatchItemFailures on. `start()` runs `maxConcurrency` pollers, each gathering a batch
+ * once it holds a free invocation slot (Lambda's mapping stops reading the queue while its
+ * maximum concurrency is running); the slot frees as soon as the handler answered, and the
+ * deletes run after that, off the slot, so the handler (and the Mautic behind it) is kept busy
+ * up to `maxConcurrency`.
  *
  * From a FIFO queue (its ARN ends in `.fifo`) it takes what Lambda's mapping takes: at most 10
  * messages per batch, one ReceiveMessage each, no batching window. Its pollers still run at once,
@@ -191,12 +194,11 @@ export class SqsEventSource {
     if (this.#stopSignal.signal.aborted) return Promise.resolve(undefined);
     return this.#track(
       (async () => {
-        const records = await gatherBatch(this.#gathering).catch((error: unknown) => {
+        const records = await this.#gatherInSlot().catch((error: unknown) => {
           if (this.#stopping) return undefined;
           throw error;
         });
         if (records === undefined) return undefined;
-        await this.#slots.acquire();
         return this.#invoke(records);
       })(),
     );
@@ -243,7 +245,7 @@ export class SqsEventSource {
     while (!this.#stopping) {
       let records: SQSRecord[] | undefined;
       try {
-        records = await gatherBatch(this.#gathering);
+        records = await this.#gatherInSlot();
       } catch (error) {
         // stop() cuts a waiting long poll short; whatever it had taken reappears, as in SQS.
         if (this.#stopping) break;
@@ -254,15 +256,32 @@ export class SqsEventSource {
         continue;
       }
       if (records === undefined) continue;
-      await this.#slots.acquire();
       this.#track(this.#invoke(records)).catch((error: unknown) => this.#report(error));
     }
+  }
+
+  /**
+   * A batch gathered once an invocation slot is free, the slot kept for its invocation (released
+   * when nothing came). With a maximum concurrency, Lambda's mapping stops reading from the queue
+   * while that many invocations run, rather than hold a batch for the next free one: held, it
+   * would take messages that a running invocation gathering its own batch could have had.
+   */
+  async #gatherInSlot(): Promise<SQSRecord[] | undefined> {
+    await this.#slots.acquire();
+    let records: SQSRecord[] | undefined;
+    try {
+      records = this.#stopping ? undefined : await gatherBatch(this.#gathering);
+    } finally {
+      if (records === undefined) this.#slots.release();
+    }
+    return records;
   }
 
   /** Runs the handler in a slot already acquired, frees the slot, then applies the answer. */
   async #invoke(records: SQSRecord[]): Promise<InvokeReport> {
     const messageIds = records.map((record) => record.messageId);
     let outcome: Awaited<ReturnType<typeof invokeHandler>>;
+    const started = performance.now();
     try {
       const context = lambdaContext(this.#functionName, this.#functionTimeoutMs, {
         region: this.#region,
@@ -279,6 +298,7 @@ export class SqsEventSource {
       // The invocation is over when the handler answered: deleting is the mapping's work.
       this.#slots.release();
     }
+    const billedMs = Math.ceil(performance.now() - started);
 
     const { failedIds, wholeBatchFailed } = failedByAnswer(outcome, messageIds);
     const undeleted = await deleteAll(
@@ -290,6 +310,7 @@ export class SqsEventSource {
       deleted: messageIds.filter((id) => !failedIds.has(id) && !undeleted.has(id)),
       failed: messageIds.filter((id) => failedIds.has(id) || undeleted.has(id)),
       wholeBatchFailed,
+      billedMs,
     };
     if (!outcome.ok) report.error = outcome.error;
     this.#onInvoke?.(report);

@@ -161,7 +161,7 @@ describe('npm start, end to end', () => {
           clientCredentialsRefreshToken: scenario.rotating,
         },
         // The schedule stays far apart: the batch function's own waits keep the tokens coming.
-        { VISIBILITY_TIMEOUT_SECONDS: '10', BATCH_SIZE: '100' },
+        { VISIBILITY_TIMEOUT_SECONDS: '10', BATCH_TIMEOUT_SECONDS: '10', BATCH_SIZE: '100' },
       );
       const started = Date.now();
       const events = contacts(1000, `tok${scenario.lifetime}`);

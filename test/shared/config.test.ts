@@ -27,7 +27,7 @@ describe('loadBatchConfig', () => {
       deadLetterQueueUrl: 'https://sqs/dlq',
       refreshFunctionName: 'relay-dev-refresh',
       batchSize: 200,
-      batchWindowSeconds: 1,
+      batchWindowSeconds: 5,
       deliveryConcurrency: 2,
       mauticTimeoutMs: undefined,
       tokenCacheSeconds: 30,

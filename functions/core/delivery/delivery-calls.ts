@@ -19,6 +19,7 @@ import { IN_CALL_RETRY } from '../retry-policy.ts';
 import { ambiguousAction } from './answer-policy.ts';
 import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { type Decision, isUnexpected, type MessageOutcome } from './failure-policy.ts';
+import type { MauticItemTime } from './mautic-item-time.ts';
 
 /** Tunables of one delivery run. */
 export interface DeliveryOptions {
@@ -39,6 +40,8 @@ export interface DeliveryOptions {
   maxInRunWaitMs: number;
   /** The furthest a time Mautic named holds the container's calls (`MAX_DELAY_SECONDS`). */
   maxNamedPauseMs: number;
+  /** The longest a Mautic call may take (`MAUTIC_TIMEOUT_MS`); else from Mautic's pace alone. */
+  callTimeoutCapMs?: number | undefined;
 }
 
 export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
@@ -72,6 +75,11 @@ export interface DeliveryDeps {
   namedPause?: { until?: number | undefined };
   /** Mautic's version as its last answer named it (`Mautic-Version`), for the company rule. */
   mauticVersion?: { value?: string | undefined };
+  /**
+   * Mautic's observed time per item, learned from the calls it answered, for as long as the
+   * container lives: what sizes and times the calls (`call-budget.ts`).
+   */
+  itemTime?: MauticItemTime;
 }
 
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
@@ -90,6 +98,22 @@ export type Attempt<T> =
   /** A whole-call 5xx that an item may cause: the items are not settled yet. */
   | { kind: 'narrow'; outcome: MessageOutcome; items: PlannedItem[] }
   | { kind: 'settled' };
+
+/** Runs each entity's chunks in plan order (its phases), entities `concurrency` at a time. */
+export async function byEntity(
+  chunks: ReadonlyArray<Chunk>,
+  concurrency: number,
+  deliver: (chunk: Chunk) => Promise<void>,
+): Promise<void> {
+  const queue = [...Map.groupBy(chunks, (chunk) => chunk.entity).values()];
+  const worker = async () => {
+    for (let entityChunks = queue.shift(); entityChunks; entityChunks = queue.shift()) {
+      for (const chunk of entityChunks) await deliver(chunk);
+    }
+  };
+  const workers = Math.max(1, Math.min(concurrency, queue.length));
+  await Promise.all(Array.from({ length: workers }, worker));
+}
 
 /** The call for a chunk's items, by action (contract §5 for the integrator actions). */
 export function sendChunk(
@@ -226,4 +250,24 @@ export async function deliverOnce(
     failed(applied ? 'complete' : 'release', error);
   }
   return undefined;
+}
+
+/**
+ * The access token for a call, read past the cache unless `token` is `cached`, waiting for the
+ * refresher until `waitUntil`; undefined (and an error line) when none can be had by then.
+ */
+export async function accessTokenFor(
+  deps: Pick<DeliveryDeps, 'tokens' | 'logger'>,
+  call: { token: 'cached' | 'reread' | 'refused'; refused: string | undefined; waitUntil: number },
+): Promise<string | undefined> {
+  try {
+    return await deps.tokens.accessToken({
+      fresh: call.token !== 'cached',
+      ...(call.refused === undefined ? {} : { refused: call.refused }),
+      waitUntil: call.waitUntil,
+    });
+  } catch (error) {
+    deps.logger.error('No usable Mautic access token', { error: describeError(error) });
+    return undefined;
+  }
 }

@@ -1,5 +1,5 @@
 import { describeError } from '../errors.ts';
-import type { ItemResult } from '../ports.ts';
+import type { CallOptions, ItemResult } from '../ports.ts';
 import {
   ambiguousAction,
   decideItem,
@@ -8,10 +8,13 @@ import {
   unrepeatable,
 } from './answer-policy.ts';
 import { type Chunk, mustFollow, type PlannedItem, type RecordRef } from './batch-plan.ts';
+import { callTimeoutMs, itemsThatFit, notSent } from './call-budget.ts';
 import { ContactReferences, resolvedItems } from './contact-refs.ts';
 import { deliverCreates } from './create-markers.ts';
 import {
   type Attempt,
+  accessTokenFor,
+  byEntity,
   type CallKind,
   DEFAULT_DELIVERY_OPTIONS,
   type DeliveryDeps,
@@ -54,18 +57,7 @@ export async function deliverChunks(
   signal?: AbortSignal,
 ): Promise<Map<string, MessageOutcome>> {
   const run = new DeliveryRun(chunks, deadline, deps, options, signal);
-  const byEntity = new Map<string, Chunk[]>();
-  for (const chunk of chunks)
-    byEntity.set(chunk.entity, [...(byEntity.get(chunk.entity) ?? []), chunk]);
-  const queue = [...byEntity.values()];
-  const worker = async () => {
-    for (let entityChunks = queue.shift(); entityChunks; entityChunks = queue.shift()) {
-      for (const chunk of entityChunks) await run.deliverChunk(chunk);
-    }
-  };
-  await Promise.all(
-    Array.from({ length: Math.max(1, Math.min(options.concurrency, queue.length)) }, worker),
-  );
+  await byEntity(chunks, options.concurrency, (chunk) => run.deliverChunk(chunk));
   return run.outcomes;
 }
 
@@ -154,13 +146,8 @@ class DeliveryRun {
     if (unresolved.length > 0) {
       const byField = this.#refs.toLookUp(unresolved);
       const values = [...byField.values()].reduce((sum, list) => sum + list.length, 0);
-      const attempt = await this.#attempt(
-        chunk,
-        unresolved,
-        (accessToken) =>
-          this.#refs.lookUp(this.#deps.api, byField, { accessToken, signal: this.#signal }),
-        'lookup',
-      );
+      const lookUp = (call: CallOptions) => this.#refs.lookUp(this.#deps.api, byField, call);
+      const attempt = await this.#attempt(chunk, unresolved, lookUp, 'lookup');
       if (attempt.kind === 'split') this.#settle(attempt.items, lookupRefused());
       if (attempt.kind === 'answered') recordLookup(this.#deps, attempt.started, values);
     }
@@ -180,7 +167,7 @@ class DeliveryRun {
 
   /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
   async #deliverItems(chunk: Chunk, items: PlannedItem[], kind: CallKind = 'write'): Promise<void> {
-    const attempt = await this.#attempt(chunk, items, this.#send(chunk, items), kind);
+    const attempt = await this.#attempt(chunk, items, this.#send(chunk), kind);
     if (attempt.kind === 'split') {
       if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
       return this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
@@ -189,14 +176,16 @@ class DeliveryRun {
     await this.#answered(chunk, attempt);
   }
 
-  #send(chunk: Chunk, items: PlannedItem[]) {
-    return (accessToken: string) =>
-      sendChunk(this.#deps.api, chunk, items, { accessToken, signal: this.#signal });
+  #send(chunk: Chunk) {
+    return (call: CallOptions, items: PlannedItem[]) =>
+      sendChunk(this.#deps.api, chunk, items, call);
   }
 
   async #answered(chunk: Chunk, attempt: Attempt<ItemResult[]>): Promise<void> {
     if (attempt.kind !== 'answered') return;
     recordCall(this.#deps, chunk, attempt.items, attempt.started, attempt.answer, this.#limit());
+    // What Mautic takes per item, for the size and timeout of the calls after this one.
+    this.#deps.itemTime?.observe(attempt.items.length, this.#deps.clock.now() - attempt.started);
     await this.#settleResults(chunk, attempt.items, attempt.answer);
   }
 
@@ -204,7 +193,7 @@ class DeliveryRun {
   #narrow(chunk: Chunk, items: PlannedItem[], outcome: MessageOutcome): Promise<void> {
     return narrowDown(items, outcome, {
       tryOnce: async (part) => {
-        const attempt = await this.#attempt(chunk, part, this.#send(chunk, part), 'write', true);
+        const attempt = await this.#attempt(chunk, part, this.#send(chunk), 'write', true);
         if (attempt.kind === 'narrow') return attempt.outcome;
         if (attempt.kind === 'split')
           await this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
@@ -225,7 +214,7 @@ class DeliveryRun {
   async #attempt<T>(
     chunk: Chunk,
     items: PlannedItem[],
-    send: (accessToken: string) => Promise<T>,
+    send: (call: CallOptions, items: PlannedItem[]) => Promise<T>,
     kind: CallKind,
     narrowing = false,
   ): Promise<Attempt<T>> {
@@ -243,9 +232,12 @@ class DeliveryRun {
         return this.#settled(items, stopped.kind === 'wait' ? this.#waitedOut() : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
+      if (kind === 'write') items = this.#fitToTime(items);
+      if (items.length === 0) return { kind: 'settled' };
       const started = this.#deps.clock.now();
       try {
-        return { kind: 'answered', answer: await send(accessToken), items, started };
+        const answer = await send(this.#callOptions(accessToken, items.length), items);
+        return { kind: 'answered', answer, items, started };
       } catch (error) {
         recordCall(this.#deps, chunk, items, started, error, this.#limit());
         if (kind === 'once' && !surelyNotApplied(error)) {
@@ -256,13 +248,8 @@ class DeliveryRun {
         }
         items = this.#setAsideUnrepeatable(chunk, items, error);
         if (items.length === 0) return { kind: 'settled' };
-        const situation = this.#situation(chunk, {
-          items: items.length,
-          attempt,
-          token,
-          narrowing,
-        });
-        const decision = decideAfterFailure(error, situation);
+        const call = { items: items.length, attempt, token, narrowing };
+        const decision = decideAfterFailure(error, this.#situation(chunk, call));
         if (decision.kind === 'renew_token') {
           if (decision.token === 'refused') refused = accessToken;
           token = decision.token;
@@ -317,20 +304,27 @@ class DeliveryRun {
   }
 
   /** The access token for a call; undefined when none can be had before the deadline. */
-  async #accessToken(
-    token: CallSituation['token'],
-    refused: string | undefined,
-  ): Promise<string | undefined> {
-    try {
-      return await this.#deps.tokens.accessToken({
-        fresh: token !== 'cached',
-        ...(refused === undefined ? {} : { refused }),
-        waitUntil: this.#callsUntil(),
-      });
-    } catch (error) {
-      this.#deps.logger.error('No usable Mautic access token', { error: describeError(error) });
-      return undefined;
-    }
+  #accessToken(token: CallSituation['token'], refused: string | undefined) {
+    return accessTokenFor(this.#deps, { token, refused, waitUntil: this.#callsUntil() });
+  }
+
+  /**
+   * The items a call can carry and still end in time at Mautic's observed pace; the rest go back
+   * to the queue unsent (contract §2: a deadline foreseen is not hit), at once.
+   */
+  #fitToTime(items: PlannedItem[]): PlannedItem[] {
+    const now = this.#deps.clock.now();
+    const msPerItem = this.#deps.itemTime?.msPerItem;
+    const fit = itemsThatFit(this.#callsUntil() - now, msPerItem, items.length);
+    if (fit < items.length) this.#settle(items.slice(fit), notSent(now));
+    return items.slice(0, fit);
+  }
+
+  /** A call's token, the run's signal, and a timeout from Mautic's pace (`callTimeoutMs`). */
+  #callOptions(accessToken: string, items: number): CallOptions {
+    const { itemTime } = this.#deps;
+    const timeoutMs = callTimeoutMs(items, itemTime?.msPerItem, this.#options.callTimeoutCapMs);
+    return { accessToken, signal: this.#signal, timeoutMs };
   }
 
   /** Settles the items that must not be sent again (a create Mautic may have applied); the rest. */

@@ -175,6 +175,7 @@ export class MauticApiClient implements MauticBatchApi {
       },
       ...(request.body === undefined ? {} : { body: request.body }),
       signal: call.signal,
+      timeoutMs: call.timeoutMs,
     });
     const error = apiErrorFor(method, path, answer, this.#now());
     if (error) throw error;

@@ -48,6 +48,8 @@ export interface MauticHttp {
     headers: Record<string, string>;
     body?: string;
     signal?: AbortSignal | undefined;
+    /** This call's own timeout, instead of the transport's. */
+    timeoutMs?: number | undefined;
   }): Promise<MauticAnswer>;
 }
 
@@ -70,8 +72,8 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
 
   return {
     baseUrl,
-    async send({ method, path, query, headers, body, signal }) {
-      const timeout = AbortSignal.timeout(timeoutMs);
+    async send({ method, path, query, headers, body, signal, timeoutMs: callTimeoutMs }) {
+      const timeout = AbortSignal.timeout(callTimeoutMs ?? timeoutMs);
       const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
       const url = `${baseUrl}${path}${query ? `?${query}` : ''}`;
       const failed = (error: unknown, sent: boolean) =>

@@ -362,6 +362,8 @@ describe('MauticApiClient whole-call failures', () => {
     sim.setFaults({ seed: 7, latencyMs: { min: 500, max: 500 } });
     const quick = new MauticApiClient({ baseUrl: sim.url, fetch, timeoutMs: 50 });
     const slow = await thrownBy(() => quick.list('contacts', {}, call));
+    // A call's own timeout (the delivery derives one per call) goes before the client's.
+    const ownTimeout = await thrownBy(() => api.list('contacts', {}, { ...call, timeoutMs: 50 }));
     const aborted = await thrownBy(() =>
       api.list('contacts', {}, { ...call, signal: AbortSignal.timeout(30) }),
     );
@@ -374,6 +376,7 @@ describe('MauticApiClient whole-call failures', () => {
     expect(proxy).toMatchObject({ kind: 'server', status: 502 });
     expect(dropped).toMatchObject({ kind: 'network', retryable: true });
     expect(slow).toMatchObject({ kind: 'timeout' });
+    expect(ownTimeout).toMatchObject({ kind: 'timeout' });
     expect(aborted).toMatchObject({ kind: 'aborted' });
     expect(already).toMatchObject({ kind: 'aborted' });
     // Whether the request may have been applied (contract §2, "No blind re-send"): any 5xx may
