@@ -143,6 +143,8 @@ export async function startIngestFunction(
     secrets: LocalSecrets;
     queues: LocalQueues;
     dedup: DedupStore;
+    /** Told how many events each accepted request queued (the console's chart). */
+    accepted: (count: number) => void;
   },
   print: (line: string) => void,
   stops: Stops,
@@ -172,6 +174,7 @@ export async function startIngestFunction(
       ...(sourcesFile === undefined ? {} : { sourcesFile }),
     },
     print,
+    edges.accepted,
   );
   stops.push(() => front.close());
   return front;
