@@ -224,9 +224,11 @@ async function change(kind) {
   const path = `/api/dead-letters/${kind}`;
   const dry = await api(path, { ...filters, dryRun: true });
   const verb = kind === 'redrive' ? 'moved to the events queue' : 'deleted for good';
+  const n = dry.result.matched;
+  const notes = dry.notes.length ? ` ${dry.notes.join(' ')}` : '';
   setText(
     'confirm-text',
-    `${dry.result.matched} matching dead letters; ${dry.notes.join(' ') || ''} They would be ${verb}. Go on?`,
+    `${n} matching dead ${n === 1 ? 'letter' : 'letters'} would be ${verb} (dry run: nothing changed yet).${notes} Go on?`,
   );
   const box = $('#confirm');
   box.hidden = false;
