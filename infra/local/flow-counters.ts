@@ -1,7 +1,7 @@
 import { Metrics } from '@aws-lambda-powertools/metrics';
 
 /** What the console's chart counts, per minute (contract §4, `console`). */
-export const FLOWS = ['accepted', 'delivered', 'retrying', 'deadLettered'] as const;
+const FLOWS = ['accepted', 'delivered', 'retrying', 'deadLettered'] as const;
 export type Flow = (typeof FLOWS)[number];
 
 /** The metrics the batch function emits that the chart counts, by the flow they count. */
