@@ -1,17 +1,15 @@
-import { existsSync } from 'node:fs';
+import chromiumPackage from '@sparticuz/chromium';
 import { type Browser, chromium } from 'playwright-core';
 
 /**
- * A real headless Chromium for the page tests: Debian's (`apt-get install chromium`, which
- * .ci/run does when it is missing), or the one CHROMIUM_PATH names. playwright-core drives it; it
- * downloads no browser of its own (there is no network here but the package registries).
+ * A real headless Chromium for the page tests: the one the `@sparticuz/chromium` package ships
+ * (unpacked into the temporary directory on first use), so `npm ci` is all the set-up, or the
+ * one CHROMIUM_PATH names. playwright-core drives it and downloads no browser of its own (there
+ * is no network here but the package registries). The package's own flags are not used: they
+ * turn off web security, which the console's tests rely on.
  */
 export async function launchChromium(): Promise<{ browser: Browser; close: () => Promise<void> }> {
-  const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-  if (!existsSync(executablePath))
-    throw new Error(
-      `No Chromium at ${executablePath}: install Debian's (apt-get install chromium) or set CHROMIUM_PATH`,
-    );
+  const executablePath = process.env.CHROMIUM_PATH ?? (await chromiumPackage.executablePath());
   const browser = await chromium.launch({
     executablePath,
     timeout: 60_000,
