@@ -236,6 +236,8 @@ async function change(kind) {
   const confirmed = await new Promise((resolve) => {
     $('#confirm-yes').onclick = () => resolve(true);
     $('#confirm-no').onclick = () => resolve(false);
+    // Escape cancels, as a dialog's keyboard users expect.
+    box.onkeydown = (event) => event.key === 'Escape' && resolve(false);
   });
   box.hidden = true;
   if (!confirmed) return say('Nothing changed.');
@@ -325,6 +327,10 @@ function start() {
   $('#events-form').onsubmit = loadEvents;
   $('#playground').onsubmit = tryMapping;
   showView('overview');
+  // The Overview follows the flow while it is shown; the other views change only when asked.
+  setInterval(() => {
+    if (!$('#overview').hidden) loadOverview().catch((error) => say(error.message));
+  }, 15_000);
 }
 
 start();
