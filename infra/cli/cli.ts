@@ -1,5 +1,6 @@
 import { ConfigError } from '../../functions/core/errors.ts';
 import type { CliIo, Command } from './command.ts';
+import { consoleCommand } from './console/console-command.ts';
 import { deadLettersCommand } from './dead-letters.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { EXIT, SetupError, UsageError } from './errors.ts';
@@ -27,6 +28,7 @@ const COMMANDS: ReadonlyArray<Command> = [
   authorizeCommand,
   doctorCommand,
   sendCommand,
+  consoleCommand,
 ];
 
 function commandNamed(name: string | undefined): Command | undefined {

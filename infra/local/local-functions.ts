@@ -150,6 +150,8 @@ export async function startIngestFunction(
     secrets: LocalSecrets;
     queues: LocalQueues;
     dedup: DedupStore;
+    /** Told how many events each accepted request queued (the console's chart). */
+    accepted: (count: number) => void;
   },
   print: (line: string) => void,
   stops: Stops,
@@ -180,6 +182,7 @@ export async function startIngestFunction(
       ...(sourcesFile === undefined ? {} : { sourcesFile }),
     },
     print,
+    edges.accepted,
   );
   stops.push(() => front.close());
   return front;

@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
-import { Metrics } from '@aws-lambda-powertools/metrics';
 import { openSourcesFile } from '../../functions/ingest/compose.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../cli/local-endpoints.ts';
 import { startControlServer } from './control.ts';
 import { startDedupStore } from './dynamodb-local.ts';
+import { CountingMetrics, FlowCounters } from './flow-counters.ts';
 import { LineLogger } from './line-logger.ts';
 import { printBanner } from './local-banner.ts';
 import { type LocalConfig, localRetryPolicy } from './local-config.ts';
@@ -61,9 +61,7 @@ async function start(
   const sourcesFile = config.SOURCES_FILE === undefined ? undefined : resolve(config.SOURCES_FILE);
   const sourceNames = sourcesFile === undefined ? [] : openSourcesFile(sourcesFile).names();
   const logger = new LineLogger({ print, debug: config.LOG_LEVEL === 'DEBUG' });
-  // Metrics are the cloud's business; locally the line logger tells what happened.
-  process.env.POWERTOOLS_METRICS_DISABLED = 'true';
-  const metrics = new Metrics({ namespace: 'MauticBatchRelay/local', serviceName: 'local' });
+  const { flow, metrics, accepted } = localMetrics();
   const observers = { logger, metrics };
   const retry = localRetryPolicy(config);
 
@@ -77,13 +75,13 @@ async function start(
   const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
   stops.push(() => dedup.close());
   const mauticBaseUrl = mautic.credential.baseUrl;
-  const edges = { mauticBaseUrl, retry, secrets, queues, dedup, refresher };
+  const edges = { mauticBaseUrl, retry, secrets, queues, dedup, refresher, accepted };
   startBatchFunction(config, edges, observers, stops);
   const generatedSecret = await storeSenders(config, secrets);
   const front = await startIngestFunction(config, { sourcesFile, ...edges }, print, stops);
   // For the operator commands' --local: a control endpoint (refresh now), and below, the file
   // that says where everything is.
-  const control = await startControlServer({ refresher, logger });
+  const control = await startControlServer({ refresher, logger, flow });
   stops.push(() => control.close());
 
   printBanner(
@@ -120,6 +118,21 @@ async function start(
       return stopping;
     },
   };
+}
+
+/**
+ * Metrics are the cloud's business; locally the line logger tells what happened, and the
+ * counters keep the per-minute numbers the console's chart shows.
+ */
+function localMetrics() {
+  process.env.POWERTOOLS_METRICS_DISABLED = 'true';
+  const flow = new FlowCounters();
+  const metrics = new CountingMetrics(flow, {
+    namespace: 'MauticBatchRelay/local',
+    serviceName: 'local',
+  });
+  const accepted = (count: number) => flow.add('accepted', count);
+  return { flow, metrics, accepted };
 }
 
 /** Where `npx mautic-relay … --local` finds this stack; answers what removes the file. */
