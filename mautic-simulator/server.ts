@@ -280,8 +280,8 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
   if (spoilt === 'drop') return void req.socket.destroy();
   if (spoilt === 'garble') {
     const body = Buffer.concat([Buffer.from(PHP_NOTICE), Buffer.from(reply.body)]);
-    const version = reply.headers['mautic-version'];
-    const headers = { 'content-type': HTML, ...(version ? { 'mautic-version': version } : {}) };
+    // The notice went out before any header was set: PHP's defaults, no Mautic-Version.
+    const headers = { 'content-type': HTML };
     return send(res, entry, { status: 200, headers, body });
   }
   send(res, entry, spoilt === 'gateway_timeout' ? proxyErrorPage(504) : reply);

@@ -5,6 +5,7 @@
 
 import { describeError } from '../errors.ts';
 import type { Action } from '../events.ts';
+import { linksCompaniesInBulk } from '../mautic-versions.ts';
 import type {
   ActionLedger,
   CallOptions,
@@ -89,9 +90,12 @@ export type Attempt<T> =
   | { kind: 'narrow'; outcome: MessageOutcome; items: PlannedItem[] }
   | { kind: 'settled' };
 
-/** The call for a chunk's items, by action (contract §5 for the integrator actions). */
+/**
+ * The call for a chunk's items, by action (contract §5 for the integrator actions); company
+ * links in one call on a Mautic whose answers named a version that has it (7.x).
+ */
 export function sendChunk(
-  api: MauticBatchApi,
+  { api, mauticVersion }: Pick<DeliveryDeps, 'api' | 'mauticVersion'>,
   chunk: Chunk,
   items: ReadonlyArray<PlannedItem>,
   call: CallOptions,
@@ -123,6 +127,13 @@ export function sendChunk(
   // The delivery gives one segment's items at a time.
   if (action === 'addToSegment')
     return api.addToSegment(items[0]?.fields?.segmentId ?? 0, ids, call);
+  if (action === 'linkCompany' && linksCompaniesInBulk(mauticVersion?.value)) {
+    const links = items.map((item) => ({
+      contactId: item.id ?? 0,
+      companyId: item.fields?.companyId ?? 0,
+    }));
+    return api.linkCompanies(links, call);
+  }
   return Promise.all(
     items.map((item) => api.contactAction(action, item.id ?? 0, item.fields ?? {}, call)),
   );

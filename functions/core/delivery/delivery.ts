@@ -1,4 +1,5 @@
 import { describeError } from '../errors.ts';
+import { linksCompaniesInBulk } from '../mautic-versions.ts';
 import type { ItemResult } from '../ports.ts';
 import {
   ambiguousAction,
@@ -119,7 +120,10 @@ class DeliveryRun {
         await this.#deliverInCalls(chunk, segment, this.#limit());
       return;
     }
-    for (const item of items) {
+    for (const [index, item] of items.entries()) {
+      // Company links go in bulk once Mautic named a version that has it (its first answer may).
+      if (action === 'linkCompany' && linksCompaniesInBulk(this.#deps.mauticVersion?.value))
+        return this.#deliverInCalls(chunk, items.slice(index), this.#limit());
       if (action === 'addPoints') await this.#deliverOnce(chunk, item);
       else await this.#deliverItems(chunk, [item]);
     }
@@ -185,7 +189,7 @@ class DeliveryRun {
 
   #send(chunk: Chunk, items: PlannedItem[]) {
     return (accessToken: string) =>
-      sendChunk(this.#deps.api, chunk, items, { accessToken, signal: this.#signal });
+      sendChunk(this.#deps, chunk, items, { accessToken, signal: this.#signal });
   }
 
   async #answered(chunk: Chunk, attempt: Attempt<ItemResult[]>): Promise<void> {
@@ -359,9 +363,10 @@ class DeliveryRun {
         unrepeatable:
           creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
         payload: item.payload,
+        perPair: chunk.action === 'linkCompany',
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
-      else this.#settle([item], decision.outcome);
+      else this.#carryOut(decision, [item], 'write');
     });
     for (const item of oneByOne) {
       // Each event alone, in order, each after the one before.
