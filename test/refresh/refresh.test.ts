@@ -102,12 +102,18 @@ describe('token refresher with a client_credentials credential', () => {
       accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
       obtainedWith: 'client_credentials',
       updatedAt: new Date(START).toISOString(),
-      // Mautic's Mautic-Version header, kept for status.
-      mauticVersion: '5.1.1',
     });
     expect(idle).toMatchObject({ action: 'none', why: 'fresh' });
     expect(second).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
     expect(tokenCalls()).toHaveLength(2);
+    // Mautic names its version on API answers only: the second run, holding a token that still
+    // works, asked it with one read before its token call, and keeps it for status.
+    expect(stored(ids).mauticVersion).toBe('5.1.1');
+    expect(sim.requests.map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual([
+      'POST /oauth/v2/token 200',
+      'GET /api/contacts 200',
+      'POST /oauth/v2/token 200',
+    ]);
     const versions = fake.versions(ids.tokenSecretId);
     expect(versions.find((v) => v.stages.includes('AWSPREVIOUS'))?.secretString).toBe(
       JSON.stringify(tokens),
