@@ -8,13 +8,13 @@
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_SIMULATOR_CLIENT, startMauticSimulator } from './server.ts';
-import { MAUTIC_LINES } from './versions.ts';
+import { LINE_NAMES } from './versions.ts';
 
 const USAGE =
   'usage: npm run simulator -- [--port <0-65535, default a free one>] ' +
   `[--client-id <numericId_random, default ${DEFAULT_SIMULATOR_CLIENT.clientId}>] ` +
   '[--client-secret <secret, default the simulator’s own>] ' +
-  `[--mautic-version <${Object.keys(MAUTIC_LINES).join('|')}, default 5.1>]\n`;
+  `[--mautic-version <${LINE_NAMES.join('|')}, default 5.1>]\n`;
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${USAGE}`);
@@ -52,7 +52,8 @@ const client = {
 };
 if (client.clientSecret === '') fail('--client-secret: must not be empty');
 const mauticVersion = values['mautic-version'] ?? '5.1';
-if (!(mauticVersion in MAUTIC_LINES)) fail(`--mautic-version: not a Mautic line: ${mauticVersion}`);
+if (!(LINE_NAMES as readonly string[]).includes(mauticVersion))
+  fail(`--mautic-version: not a Mautic line: ${mauticVersion}`);
 
 let simulator: Awaited<ReturnType<typeof startMauticSimulator>>;
 try {

@@ -24,8 +24,11 @@ export interface MauticLine {
   unlistedSelectNull: boolean;
 }
 
-/** The lines `--mautic-version` names, each as the version its header then says. */
-export const MAUTIC_LINES: Readonly<Record<string, string>> = {
+/** The lines `--mautic-version` names, oldest first. */
+export const LINE_NAMES = ['5.1', '5.2', '6', '7'] as const;
+
+/** Each line as the version its header then says. */
+const MAUTIC_LINES: Readonly<Record<string, string>> = {
   '5.1': '5.1.1',
   '5.2': '5.2.9',
   '6': '6.0.0',
@@ -34,12 +37,12 @@ export const MAUTIC_LINES: Readonly<Record<string, string>> = {
 
 /** A version the simulator plays: a line of `MAUTIC_LINES`, or `<major>.<minor>.<patch>` of 5–7. */
 export function mauticLine(named: string): MauticLine {
-  const version = MAUTIC_LINES[named] ?? named;
+  const version = (Object.hasOwn(MAUTIC_LINES, named) ? MAUTIC_LINES[named] : undefined) ?? named;
   const parts = /^(\d+)\.(\d+)\.(\d+)$/.exec(version);
   const [major, minor, patch] = (parts?.slice(1) ?? []).map(Number);
   if (major === undefined || minor === undefined || patch === undefined || major < 5 || major > 7) {
     throw new TypeError(
-      `mauticVersion must be one of ${Object.keys(MAUTIC_LINES).join(', ')} or a 5.x–7.x version like 5.2.1: ${named}`,
+      `mauticVersion must be one of ${LINE_NAMES.join(', ')} or a 5.x–7.x version like 5.2.1: ${named}`,
     );
   }
   const from = (m: number, n: number, p: number) =>

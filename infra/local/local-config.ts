@@ -13,7 +13,7 @@ import {
   entityList,
   integer,
 } from '../../functions/shared/config.ts';
-import { MAUTIC_LINES } from '../../mautic-simulator/versions.ts';
+import { LINE_NAMES } from '../../mautic-simulator/versions.ts';
 
 /** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
 const localSchema = z
@@ -49,9 +49,7 @@ const localSchema = z
     SOURCES_FILE: z.string().min(1).optional(),
     /** The Mautic line the embedded simulator plays (docs/mautic.md §8); 5.1 when unset. */
     MAUTIC_SIMULATOR_VERSION: z
-      .enum(Object.keys(MAUTIC_LINES) as [string, ...string[]], {
-        error: `must be one of ${Object.keys(MAUTIC_LINES).join(', ')}`,
-      })
+      .enum(LINE_NAMES, { error: `must be one of ${LINE_NAMES.join(', ')}` })
       .optional(),
   })
   .superRefine((env, ctx) => {
