@@ -6,7 +6,7 @@ import {
   LONGEST_SCHEDULE_SECONDS,
   scheduledFreshness,
 } from './token-freshness.ts';
-import { currentMauticVersion } from './token-version.ts';
+import { currentMauticVersion, withMauticVersion } from './token-version.ts';
 import {
   healPendingWrite,
   racingWrite,
@@ -196,7 +196,7 @@ async function grantNewTokens(
   const granter = deps.granterFor(client, Math.max(1_000, remaining - WRITE_RESERVE_MS));
   try {
     const granted = await callGranter(granter, client, usableRefreshToken(token, now), deps);
-    if (granted) return { ...granted, mauticVersion };
+    if (granted) return withMauticVersion(granted, mauticVersion, client, deps);
     return needsAuthorize(token, now, deps, 'no usable refresh token is stored');
   } catch (error) {
     return grantFailed(error, current, now, deps);

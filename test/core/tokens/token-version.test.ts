@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { TokenGranter } from '../../../functions/core/ports.ts';
 import type { ClientSecret, TokenSecret } from '../../../functions/core/token-secret.ts';
-import { currentMauticVersion } from '../../../functions/core/tokens/token-version.ts';
+import {
+  currentMauticVersion,
+  withMauticVersion,
+} from '../../../functions/core/tokens/token-version.ts';
 
 const NOW = Date.parse('2026-12-01T00:00:00Z');
 const client: ClientSecret = {
@@ -61,5 +64,35 @@ describe("Mautic's version for status, asked before a refresher run's token call
       refresh: () => Promise.reject(new Error('not called')),
     });
     expect(await currentMauticVersion(token(900), client, NOW, { granterFor: bare })).toBe('5.1.1');
+  });
+});
+
+describe("Mautic's version after the token call", () => {
+  const granted = (grant: string) => ({ grant, tokens: { accessToken: 'new-token' } });
+
+  it('asks under the new token after a client_credentials grant when it is still unknown', async () => {
+    const { granterFor, reads } = granting('6.0.0');
+
+    const result = await withMauticVersion(granted('client_credentials'), undefined, client, {
+      granterFor,
+    });
+
+    expect(result).toEqual({ ...granted('client_credentials'), mauticVersion: '6.0.0' });
+    expect(reads).toEqual([{ token: 'new-token', timeoutMs: 3_000 }]);
+  });
+
+  it('never holds up a rotated refresh token, nor asks again what is known', async () => {
+    const { granterFor, reads } = granting('6.0.0');
+
+    const rotated = await withMauticVersion(granted('refresh_token'), undefined, client, {
+      granterFor,
+    });
+    const known = await withMauticVersion(granted('client_credentials'), '5.1.1', client, {
+      granterFor,
+    });
+
+    expect(rotated.mauticVersion).toBeUndefined();
+    expect(known.mauticVersion).toBe('5.1.1');
+    expect(reads).toEqual([]);
   });
 });
