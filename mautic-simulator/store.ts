@@ -14,6 +14,7 @@ import {
 import { ENTITY_NAMES, type EntityName } from './entities.ts';
 import { phpEmpty, phpIntval } from './php.ts';
 import { collationKey } from './sql.ts';
+import { type MauticLine, mauticLine } from './versions.ts';
 
 export type { EntityName } from './entities.ts';
 
@@ -62,6 +63,10 @@ type Store = { lastId: number; records: Map<number, StoredRecord> };
 export interface EntityState {
   now: () => number;
   batchMaxLimit: number;
+  /** The Mautic version played, and what it does differently (versions.ts). */
+  line: MauticLine;
+  /** Records checked out for editing (`<entity>:<id>` → who, since when), as a user opening one does. */
+  checkedOut: Map<string, { user: string; at: number }>;
   /** The name Mautic gives the API user (`createdByUser`): `<client name> [<client id>]`. */
   apiUser: string;
   stores: Record<EntityName, Store>;
@@ -82,13 +87,19 @@ export interface EntityState {
 }
 
 /** An empty store. */
-export function createEntityState(now: () => number, batchMaxLimit: number): EntityState {
+export function createEntityState(
+  now: () => number,
+  batchMaxLimit: number,
+  line: MauticLine = mauticLine('5.1'),
+): EntityState {
   const stores = Object.fromEntries(
     ENTITY_NAMES.map((name) => [name, { lastId: 0, records: new Map<number, StoredRecord>() }]),
   ) as Record<EntityName, Store>;
   return {
     now,
     batchMaxLimit,
+    line,
+    checkedOut: new Map(),
     apiUser: 'Mautic simulator [1]',
     stores,
     contactsByEmail: new Map(),

@@ -130,10 +130,15 @@ export class MauticBatchLimitError extends MauticError {
   /** The largest batch this Mautic accepts. */
   readonly limit: number;
 
-  constructor(details: { method: string; path: string; limit: number }, options?: ErrorOptions) {
+  /** `status`: 500 on the standard batch routes, 400 on Mautic 7's company links. */
+  constructor(
+    details: { method: string; path: string; limit: number; status?: number },
+    options?: ErrorOptions,
+  ) {
+    const status = details.status ?? 500;
     super(
-      `${details.method} ${details.path} failed with status 500 (at most ${details.limit} items per call)`,
-      { ...details, status: 500, retryable: true },
+      `${details.method} ${details.path} failed with status ${status} (at most ${details.limit} items per call)`,
+      { ...details, status, retryable: true },
       options,
     );
     this.limit = details.limit;

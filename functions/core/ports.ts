@@ -57,9 +57,8 @@ export interface MauticBatchApi {
   ): Promise<ItemResult[]>;
   delete(entity: string, ids: ReadonlyArray<number>, call: CallOptions): Promise<ItemResult[]>;
   /**
-   * The ids of the contacts whose `field` equals each value, exactly (never a look-alike): keyed
-   * by the value trimmed and lower-cased, every value present (an empty list when none matches).
-   * As few calls as Mautic's request-line limit allows.
+   * The ids of the contacts whose `field` equals each value exactly, keyed by the value trimmed
+   * and lower-cased, every value present ([] for none); few calls, as the request line allows.
    */
   findContacts(
     field: string,
@@ -73,9 +72,8 @@ export interface MauticBatchApi {
     call: CallOptions,
   ): Promise<ItemResult[]>;
   /**
-   * One integrator action on one contact, through the endpoint Mautic has for it (contract §5):
-   * `removeFromSegment`, `addToCampaign`, `removeFromCampaign`, `addPoints`, `linkCompany`,
-   * `unlinkCompany`. A refusal about the contact or the target (400, 404) is a rejected result.
+   * One integrator action on one contact, through its endpoint (contract §5): `addPoints` and the
+   * segment, campaign, company ones. A refusal of the contact or target (400, 404) is rejected.
    */
   contactAction(
     action: ContactAction,
@@ -83,7 +81,15 @@ export interface MauticBatchApi {
     fields: ActionFields,
     call: CallOptions,
   ): Promise<ItemResult>;
+  /**
+   * Contacts linked to companies, in one call where Mautic has it (7.x's `batch/addcontacts`),
+   * else one per pair: a result per pair, in order; a refused pair (403, 404) is rejected.
+   */
+  linkCompanies(links: ReadonlyArray<CompanyLink>, call: CallOptions): Promise<ItemResult[]>;
 }
+
+/** A contact to add to a company (`linkCompany`). */
+export type CompanyLink = { contactId: number; companyId: number };
 
 /** The fields an integrator action carries beside its contact (contract §5). */
 export interface ActionFields {
@@ -123,14 +129,14 @@ export interface MauticTokens {
   scope: string | null;
   /** When the grant was answered (epoch ms). */
   obtainedAt: number;
-  /** Mautic's version, from the answer's `Mautic-Version` header, when it sent one. */
-  mauticVersion?: string;
 }
 
 /** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
 export interface TokenGranter {
   clientCredentials(): Promise<MauticTokens>;
   refresh(refreshToken: string): Promise<MauticTokens>;
+  /** The version an API answer to this valid token names (a token answer names none), if any. */
+  mauticVersion?(accessToken: string): Promise<string | undefined>;
 }
 
 // --- tokens ---------------------------------------------------------------------------------
@@ -162,12 +168,7 @@ export interface RefreshReport {
 /** What the refresher answered: never the tokens, only when the stored ones were written. */
 export type RefreshAnswer =
   | { kind: 'busy' }
-  | {
-      kind: 'answered';
-      action: 'none' | 'refreshed' | 'failed';
-      why?: string;
-      stored?: StoredTokens;
-    };
+  | ({ kind: 'answered' } & Omit<RefreshReport, 'grant'>);
 
 /** Runs the token refresher (the single writer of tokens) now and waits for its answer. */
 export interface RefreshRequester {

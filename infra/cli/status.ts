@@ -39,7 +39,7 @@ interface Status {
     accessTokenSecondsLeft: number | null;
     refreshTokenSecondsLeft: number | null;
     updatedAt: string | null;
-    /** Beyond the contract's shape: Mautic's version as its token endpoint last said. */
+    /** Beyond the contract's shape: Mautic's version as an API answer last named it. */
     mauticVersion: string | null;
   };
   /** Beyond the contract's shape: the CloudWatch dashboard of an environment, else null. */

@@ -14,6 +14,7 @@ import {
   integer,
   recordEventsPerMinute,
 } from '../../functions/shared/config.ts';
+import { LINE_NAMES } from '../../mautic-simulator/versions.ts';
 
 /** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
 const localSchema = z
@@ -51,6 +52,10 @@ const localSchema = z
     MAX_RECORD_EVENTS_PER_MINUTE: recordEventsPerMinute,
     /** The sources document (contract §6), with its secrets; read again when it changes. */
     SOURCES_FILE: z.string().min(1).optional(),
+    /** The Mautic line the embedded simulator plays (docs/mautic.md §8); 5.1 when unset. */
+    MAUTIC_SIMULATOR_VERSION: z
+      .enum(LINE_NAMES, { error: `must be one of ${LINE_NAMES.join(', ')}` })
+      .optional(),
   })
   .superRefine((env, ctx) => {
     if (env.MAUTIC_BASE_URL && (!env.MAUTIC_CLIENT_ID || !env.MAUTIC_CLIENT_SECRET)) {
@@ -58,6 +63,13 @@ const localSchema = z
         code: 'custom',
         path: ['MAUTIC_CLIENT_ID'],
         message: 'and MAUTIC_CLIENT_SECRET are required with MAUTIC_BASE_URL',
+      });
+    }
+    if (env.MAUTIC_BASE_URL && env.MAUTIC_SIMULATOR_VERSION) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['MAUTIC_SIMULATOR_VERSION'],
+        message: 'sets the embedded simulator, which MAUTIC_BASE_URL replaces: unset one of them',
       });
     }
     if (env.BATCH_TIMEOUT_SECONDS > env.VISIBILITY_TIMEOUT_SECONDS) {

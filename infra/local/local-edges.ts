@@ -52,6 +52,7 @@ export async function startMautic(
         redirectUris: [`http://127.0.0.1:${config.AUTHORIZE_PORT}/callback`],
       },
     ],
+    mauticVersion: config.MAUTIC_SIMULATOR_VERSION ?? '5.1',
   });
   stops.push(() => sim.close());
   const credential = {

@@ -539,6 +539,7 @@ describe('batch handler, called directly', () => {
           delete: async () => [],
           findContacts: async () => new Map(),
           addToSegment: async () => [],
+          linkCompanies: async () => [],
           contactAction: async () => {
             throw new Error('not called: the batch has creates only');
           },

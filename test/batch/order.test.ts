@@ -453,6 +453,7 @@ function dyingAfterEdit(dies: (items: number) => boolean) {
     findContacts: real.findContacts.bind(real),
     addToSegment: real.addToSegment.bind(real),
     contactAction: real.contactAction.bind(real),
+    linkCompanies: real.linkCompanies.bind(real),
     edit: async (entity, items, call) => {
       const results = await real.edit(entity, items, call);
       if (dies(items.length) && crashes-- > 0) {

@@ -150,7 +150,10 @@ describe('the simulator answers as the recorded Mautic 5.1.1', () => {
         const got = (await answer.json()) as Record<string, unknown>;
 
         expect({ name, status: answer.status }).toEqual({ name, status });
-        expect(answer.headers.get('mautic-version'), name).toBe('5.1.1');
+        // The recordings hold no headers; measured on the real 5.1.1, only an API controller's
+        // answer names the version, not the token endpoint's nor the firewall's 401.
+        const named = name === 'token' || name === 'bad_token' ? null : '5.1.1';
+        expect(answer.headers.get('mautic-version'), name).toBe(named);
         expect(normalise(got), name).toEqual(normalise(response));
         expect(keyOrder(normalise(got)), name).toEqual(keyOrder(normalise(response)));
         // The same recorded record is the same simulated one: an upsert finds the contact the

@@ -13,6 +13,7 @@ import {
   MauticTransientError,
 } from '../errors.ts';
 import type { Action } from '../events.ts';
+import { companyRepeat } from '../mautic-versions.ts';
 import type { ItemResult } from '../ports.ts';
 import type { MessageOutcome } from './failure-policy.ts';
 
@@ -78,11 +79,12 @@ export function ambiguousAction(action: Action, why: string): MessageOutcome {
 }
 
 /**
- * Whether a repeat of the create is harmless: Mautic upserts a contact with an email, and
- * Mautic 5 (the version its answers name) refuses a company whose name another company has
- * (names are unique, ignoring case and trailing spaces, while `companyname` is a unique
- * identifier field, as it ships), so neither is doubled: a refused repeat is dead-lettered
- * `duplicate`. With another or an unknown version, a company create is not repeated.
+ * Whether a repeat of the create is harmless: Mautic upserts a contact with an email, and a
+ * company with a name is never doubled on a version whose answers said what it does with a
+ * second create of the name (`companyRepeat`, while `companyname` is a unique identifier field,
+ * as it ships): 5.1 and 5.2.0 refuse it (the repeat is dead-lettered `duplicate`), 5.2.1 to 7
+ * upsert it (the repeat answers 200 with the same id: delivered). With an unknown version a
+ * company create is not repeated.
  */
 export function isUpserted(
   entity: string,
@@ -91,11 +93,22 @@ export function isUpserted(
 ): boolean {
   const filled = (value: unknown) => typeof value === 'string' && value.trim() !== '';
   if (entity === 'contacts') return filled(payload.email);
-  return entity === 'companies' && /^5\./.test(mauticVersion ?? '') && filled(payload.companyname);
+  return (
+    entity === 'companies' &&
+    companyRepeat(mauticVersion) !== undefined &&
+    filled(payload.companyname)
+  );
 }
 
 /** Mautic's refusal of a value another record holds: `companyname: This field must be unique.` */
 const UNIQUE_REFUSAL = /^(\w+): This field must be unique\./;
+
+/**
+ * A record a user has open for editing: Mautic 7 refuses to edit it (per item, 409) until they
+ * close it. Transient: back to the queue, with Mautic's status and message for the dead letter
+ * should the retry horizon run out.
+ */
+const LOCKED = 409;
 
 /** Per-item statuses that mean "never going to work". */
 const PERMANENT_ITEM_STATUSES = new Set([400, 403, 404, 422]);
@@ -109,8 +122,19 @@ const INVALID_ITEM_STATUSES = new Set([400, 422]);
  */
 export function decideItem(
   result: ItemResult | undefined,
-  item: { merged: boolean; unrepeatable: boolean },
-): { kind: 'settle'; outcome: MessageOutcome } | { kind: 'one_by_one' } {
+  item: {
+    merged: boolean;
+    unrepeatable: boolean;
+    /** A pair of a bulk call that stands for a call of its own (a company link's). */
+    perPair?: boolean;
+  },
+):
+  | {
+      kind: 'settle';
+      outcome: MessageOutcome;
+      alert?: { message: string; details: Record<string, unknown> };
+    }
+  | { kind: 'one_by_one' } {
   if (item.merged && result?.kind === 'rejected' && INVALID_ITEM_STATUSES.has(result.status)) {
     return { kind: 'one_by_one' };
   }
@@ -125,6 +149,19 @@ export function decideItem(
       outcome: { kind: 'rejected', reason: 'duplicate', status: result.status, message },
     };
   }
+  if (item.perPair && result?.kind === 'rejected' && result.status === 403) {
+    // What the pair's own call would have been refused as: the API user's permissions, not the
+    // event's fault. Back to the queue, loudly, as a whole-call 403 is (failure-policy.ts).
+    const { status, message } = result;
+    return {
+      kind: 'settle',
+      outcome: { kind: 'retry', reason: 'mautic_refused_403', status, message },
+      alert: {
+        message: "Mautic refused a contact's company link; check the API user's permissions",
+        details: { status, error: message },
+      },
+    };
+  }
   // A per-item 5xx of a create may follow its save (a listener failing after it).
   if (item.unrepeatable && result?.kind === 'rejected' && result.status >= 500) {
     const why = `it answered ${result.status} for this item (${result.message})`;
@@ -137,6 +174,9 @@ function itemOutcome(result: ItemResult | undefined): MessageOutcome {
   if (result === undefined) return { kind: 'retry', reason: 'no_result' };
   if (result.kind === 'delivered')
     return { kind: 'delivered', status: result.status, id: result.id };
+  if (result.status === LOCKED) {
+    return { kind: 'retry', reason: 'mautic_locked', status: LOCKED, message: result.message };
+  }
   if (PERMANENT_ITEM_STATUSES.has(result.status)) {
     return {
       kind: 'rejected',

@@ -5,6 +5,7 @@
 
 import { describeError } from '../errors.ts';
 import type { Action } from '../events.ts';
+import { linksCompaniesInBulk } from '../mautic-versions.ts';
 import type {
   ActionLedger,
   CallOptions,
@@ -73,7 +74,7 @@ export interface DeliveryDeps {
    * as the container, so no later run of it calls Mautic before then either.
    */
   namedPause?: { until?: number | undefined };
-  /** Mautic's version as its last answer named it (`Mautic-Version`), for the company rule. */
+  /** Mautic's version as its API answers last named it: the company re-send, the bulk links. */
   mauticVersion?: { value?: string | undefined };
   /**
    * Mautic's observed time per item, learned from the calls it answered, for as long as the
@@ -115,9 +116,12 @@ export async function byEntity(
   await Promise.all(Array.from({ length: workers }, worker));
 }
 
-/** The call for a chunk's items, by action (contract §5 for the integrator actions). */
+/**
+ * The call for a chunk's items, by action (contract §5 for the integrator actions); company
+ * links in one call on a Mautic whose answers named a version that has it (7.x).
+ */
 export function sendChunk(
-  api: MauticBatchApi,
+  { api, mauticVersion }: Pick<DeliveryDeps, 'api' | 'mauticVersion'>,
   chunk: Chunk,
   items: ReadonlyArray<PlannedItem>,
   call: CallOptions,
@@ -149,6 +153,13 @@ export function sendChunk(
   // The delivery gives one segment's items at a time.
   if (action === 'addToSegment')
     return api.addToSegment(items[0]?.fields?.segmentId ?? 0, ids, call);
+  if (action === 'linkCompany' && linksCompaniesInBulk(mauticVersion?.value)) {
+    const links = items.map((item) => ({
+      contactId: item.id ?? 0,
+      companyId: item.fields?.companyId ?? 0,
+    }));
+    return api.linkCompanies(links, call);
+  }
   return Promise.all(
     items.map((item) => api.contactAction(action, item.id ?? 0, item.fields ?? {}, call)),
   );

@@ -1,4 +1,5 @@
 import { describeError } from '../errors.ts';
+import { linksCompaniesInBulk } from '../mautic-versions.ts';
 import type { CallOptions, ItemResult } from '../ports.ts';
 import {
   ambiguousAction,
@@ -117,7 +118,10 @@ class DeliveryRun {
         await inCalls(segment);
       return;
     }
-    for (const item of items) {
+    for (const [index, item] of items.entries()) {
+      // Company links go in bulk once Mautic named a version that has it (its first answer may).
+      if (action === 'linkCompany' && linksCompaniesInBulk(this.#deps.mauticVersion?.value))
+        return this.#deliverInCalls(chunk, items.slice(index), this.#limit());
       if (action === 'addPoints') await this.#deliverOnce(chunk, item);
       else await this.#deliverItems(chunk, [item]);
     }
@@ -177,8 +181,7 @@ class DeliveryRun {
   }
 
   #send(chunk: Chunk) {
-    return (call: CallOptions, items: PlannedItem[]) =>
-      sendChunk(this.#deps.api, chunk, items, call);
+    return (call: CallOptions, items: PlannedItem[]) => sendChunk(this.#deps, chunk, items, call);
   }
 
   async #answered(chunk: Chunk, attempt: Attempt<ItemResult[]>): Promise<void> {
@@ -358,9 +361,10 @@ class DeliveryRun {
         merged: item.parts !== undefined,
         unrepeatable:
           creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
+        perPair: chunk.action === 'linkCompany',
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
-      else this.#settle([item], decision.outcome);
+      else this.#carryOut(decision, [item], 'write');
     });
     for (const item of oneByOne) {
       // Each event alone, in order, each after the one before.

@@ -95,7 +95,7 @@ export const NO_TOKEN: MessageOutcome = Object.freeze({ kind: 'retry', reason: '
  * - 429: the items, and every later one of the run, wait until the rate-limit window resets.
  * - "A max of N entities": split to N (at most half of the call), and remember N.
  * - A whole-call 400/422/413 is about the content: halve the call until the item at fault is
- *   refused alone. Mautic's own 404 for a path it has no route for: the entity does not exist.
+ *   refused alone. A 409 is a record a user has open for editing (Mautic 7): to the queue. Mautic's own 404 for a path it has no route for: the entity does not exist.
  *   Any other refusal (403, another 404, a redirect, 405) is configuration: to the queue, loudly.
  * - Anything else is transient: back off and call again while attempts and time remain.
  */
@@ -160,6 +160,13 @@ function waitable(at: number, now: number, callsUntil: number, retry?: InCallRet
 }
 
 function afterRefusal(error: MauticPermanentError, situation: CallSituation): Decision {
+  if (error.status === 409) {
+    const message = describeError(error);
+    return {
+      kind: 'settle',
+      outcome: { kind: 'retry', reason: 'mautic_locked', status: 409, message },
+    };
+  }
   if (error.status === 400 || error.status === 422 || error.status === 413) {
     if (situation.items > 1) return { kind: 'split', size: Math.ceil(situation.items / 2) };
     const outcome = { status: error.status, message: error.message };

@@ -5,7 +5,7 @@
 import { canonicalReference, csvField, lookupProblem, storedForm } from '../contact-reference.ts';
 import { MauticPermanentError, MauticResponseError } from '../errors.ts';
 import { CONTACT_FIELD_PATTERN, type ContactAction } from '../events.ts';
-import type { ActionFields, CallOptions, ItemResult } from '../ports.ts';
+import type { ActionFields, CallOptions, CompanyLink, ItemResult } from '../ports.ts';
 import { isObject, type MauticAnswer } from './mautic-http.ts';
 
 /** Sends one `/api` request through the client (token, errors, JSON) and returns the answer. */
@@ -198,6 +198,48 @@ export async function addToSegment(
   });
 }
 
+const BULK_LINKS_PATH = '/api/companies/batch/addcontacts';
+
+/**
+ * `POST /api/companies/batch/addcontacts` (Mautic 7): many contact–company links in one call.
+ * Mautic answers 200 with a result per pair, in the order sent: 200 linked (or already linked),
+ * 404 "Contact not found" or "Company not found", 403 "Access denied" (a contact the API user
+ * may not edit), 500 for a contact whose linking failed. A refusal names the pair it is about.
+ */
+export async function linkCompanies(
+  send: ApiSend,
+  links: ReadonlyArray<CompanyLink>,
+  call: CallOptions,
+): Promise<ItemResult[]> {
+  if (links.length === 0) return [];
+  const assignments = links.map(({ contactId, companyId }) => ({
+    contactId: positive(contactId),
+    companyId: positive(companyId),
+  }));
+  const answer = await send('POST', BULK_LINKS_PATH, call, {
+    body: JSON.stringify({ assignments }),
+  });
+  const results = isObject(answer.json) ? answer.json.results : undefined;
+  return assignments.map(({ contactId, companyId }, index): ItemResult => {
+    const entry = Array.isArray(results) ? results[index] : undefined;
+    const status = isObject(entry) ? entry.status : undefined;
+    const same = isObject(entry) && entry.contactId === contactId && entry.companyId === companyId;
+    if (!same || typeof status !== 'number' || !Number.isInteger(status)) {
+      throw new MauticResponseError(`no result for the link of contact ${contactId}`, {
+        method: 'POST',
+        path: BULK_LINKS_PATH,
+        status: answer.status,
+        retryable: true,
+      });
+    }
+    if (status === 200) return { kind: 'delivered', status, id: contactId };
+    const said =
+      typeof entry.message === 'string' && entry.message !== '' ? entry.message : 'Refused';
+    const message = `${said} (contact ${contactId}, company ${companyId})`;
+    return { kind: 'rejected', status, message };
+  });
+}
+
 /** The path of each action that has an endpoint per contact (reference §11.2–11.6). */
 function actionPath(action: ContactAction, contactId: number, fields: ActionFields): string {
   const contact = positive(contactId);
@@ -247,7 +289,8 @@ export async function contactAction(
 
 /**
  * A whole-call 400 or 404 of these endpoints is about the item: an unknown segment, campaign,
- * company or contact, an invalid reason code. Mautic's status and message go to the dead letter.
+ * company or contact, a points operator Mautic does not know. Mautic's status and message go to
+ * the dead letter.
  */
 function refusal(error: unknown): ItemResult | undefined {
   if (!(error instanceof MauticPermanentError)) return undefined;

@@ -21,8 +21,6 @@ export interface MauticHttpOptions {
   maxResponseBytes?: number;
   /** The clock a `Retry-After` delay counts from (the delivery's). @default Date.now */
   now?: () => number;
-  /** Told Mautic's version (its `Mautic-Version` header) from every answer that carries one. */
-  onVersion?: (version: string) => void;
 }
 
 /** An HTTP answer whose body was read (up to the cap) and, when it is JSON, parsed. */
@@ -108,8 +106,6 @@ export function createMauticHttp(options: MauticHttpOptions): MauticHttp {
         throw failed(error, response.status >= 200 && response.status < 300);
       }
 
-      const version = response.headers.get('mautic-version');
-      if (version !== null && options.onVersion) options.onVersion(version);
       return answerOf(response, new TextDecoder().decode(bytes));
     },
   };
@@ -302,9 +298,11 @@ export function apiErrorFor(
       limit: headerNumber(headers, 'x-ratelimit-limit', 1),
     });
   }
+  // The standard batch routes refuse too many items with a 500, Mautic 7's batch company links
+  // with a 400 (docs/mautic.md §4.4).
   const limit = error?.message?.match(BATCH_LIMIT_MESSAGE)?.[1];
-  if (status === 500 && limit !== undefined) {
-    return new MauticBatchLimitError({ method, path, limit: Number(limit) });
+  if ((status === 500 || status === 400) && limit !== undefined) {
+    return new MauticBatchLimitError({ method, path, limit: Number(limit), status });
   }
   if (status >= 500 || status === 408) {
     // Any 5xx may come after work was done: Mautic's batch saves item by item, with no

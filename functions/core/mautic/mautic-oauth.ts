@@ -22,6 +22,14 @@ export interface MauticOAuthOptions extends MauticHttpOptions {
 
 const TOKEN_PATH = '/oauth/v2/token';
 const AUTHORIZE_PATH = '/oauth/v2/authorize';
+/** `where id = 0`: a lookup by primary key that finds no contact, the cheapest API answer. */
+const VERSION_QUERY = new URLSearchParams({
+  'where[0][col]': 'id',
+  'where[0][expr]': 'eq',
+  'where[0][val]': '0',
+  minimal: '1',
+  limit: '1',
+}).toString();
 const KNOWN_REASONS: ReadonlySet<string> = new Set([
   'invalid_client',
   'invalid_grant',
@@ -73,6 +81,29 @@ export class MauticOAuthClient implements TokenGranter {
     );
   }
 
+  /**
+   * The version Mautic names on an API answer to `accessToken`, a token still valid: its token
+   * endpoint names none (only its API controllers send `Mautic-Version`). One cheap read: a
+   * contact lookup by an id no contact has. Undefined when the answer names none (a 401 for a
+   * token no longer valid) or the call fails: the version is then unknown, never an error.
+   */
+  async mauticVersion(accessToken: string, signal?: AbortSignal): Promise<string | undefined> {
+    if (!accessToken || /\s/.test(accessToken)) return undefined;
+    try {
+      const answer = await this.#http.send({
+        method: 'GET',
+        path: '/api/contacts',
+        query: VERSION_QUERY,
+        headers: { authorization: `Bearer ${accessToken}`, accept: 'application/json' },
+        signal,
+      });
+      const version = answer.status === 401 ? null : answer.headers.get('mautic-version');
+      return version ? version.slice(0, 64) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** The URL a Mautic user opens to authorize this client; Mautic redirects back with a code. */
   authorizeUrl(redirectUri: string, state: string): string {
     const query = new URLSearchParams({
@@ -102,10 +133,7 @@ export class MauticOAuthClient implements TokenGranter {
       signal,
     });
     const { status, json } = answer;
-    if (status >= 200 && status < 300) {
-      const version = answer.headers.get('mautic-version')?.slice(0, 64);
-      return { ...this.#parseTokens(json, status), ...(version ? { mauticVersion: version } : {}) };
-    }
+    if (status >= 200 && status < 300) return this.#parseTokens(json, status);
     if (status >= 500 || status === 429 || status === 408) {
       throw new MauticTransientError({ method, path: TOKEN_PATH, kind: 'server', status });
     }

@@ -6,6 +6,7 @@ import {
   LONGEST_SCHEDULE_SECONDS,
   scheduledFreshness,
 } from './token-freshness.ts';
+import { currentMauticVersion, withMauticVersion } from './token-version.ts';
 import {
   healPendingWrite,
   racingWrite,
@@ -82,10 +83,9 @@ const DEFAULT_TOKEN_CALL_MS = 20_000;
  * resulting `invalid_grant` says to run `authorize`.
  *
  * A refused refresh token (`invalid_grant`) falls back to `client_credentials` for such a
- * credential; for an `authorization_code` credential, unless a racing run's tokens appear within
- * 3 s (`racingWrite`), the dead refresh token is removed from the secret, so no further token
- * calls are made until `authorize` stores new tokens, and every run says so (metric and an ERROR
- * log naming the fix). Network errors and 5xx wait for the next run.
+ * credential; for an `authorization_code` one, unless a racing run's tokens appear within 3 s
+ * (`racingWrite`), the dead refresh token is removed from the secret, so no token calls are made
+ * until `authorize` stores new tokens, and every run says so (metric, ERROR log naming the fix).
  */
 export async function refreshTokens(
   request: RefreshRequest,
@@ -107,10 +107,11 @@ interface CurrentTokens {
   versionId: string | undefined;
 }
 
-/** New tokens from Mautic, and the grant that gave them. */
+/** New tokens from Mautic, the grant that gave them, and Mautic's version (token-version.ts). */
 interface Granted {
   tokens: MauticTokens;
   grant: 'refresh_token' | 'client_credentials';
+  mauticVersion: string | undefined;
 }
 
 function isOutcome(value: object): value is RefreshOutcome {
@@ -188,13 +189,15 @@ async function grantNewTokens(
     });
     return failed(token, now, deps, 'client_secret_unreadable');
   }
+  const mauticVersion = await currentMauticVersion(token, client, now, deps);
   // Most of the run's time goes to the token call: an answer given up on may be a rotated refresh
   // token lost for good (see `refreshTokens`).
   const remaining = deps.remainingMs?.() ?? DEFAULT_TOKEN_CALL_MS + WRITE_RESERVE_MS;
   const granter = deps.granterFor(client, Math.max(1_000, remaining - WRITE_RESERVE_MS));
   try {
     const granted = await callGranter(granter, client, usableRefreshToken(token, now), deps);
-    return granted ?? needsAuthorize(token, now, deps, 'no usable refresh token is stored');
+    if (granted) return withMauticVersion(granted, mauticVersion, client, deps);
+    return needsAuthorize(token, now, deps, 'no usable refresh token is stored');
   } catch (error) {
     return grantFailed(error, current, now, deps);
   }
@@ -218,7 +221,7 @@ async function callGranter(
   client: ClientSecret,
   refreshToken: string | undefined,
   deps: RefreshDeps,
-): Promise<Granted | undefined> {
+): Promise<Omit<Granted, 'mauticVersion'> | undefined> {
   if (refreshToken) {
     try {
       return { tokens: await granter.refresh(refreshToken), grant: 'refresh_token' };
@@ -290,7 +293,7 @@ function canWait(ms: number, deps: RefreshDeps): boolean {
  */
 async function storeNewTokens(
   request: RefreshRequest,
-  { tokens, grant }: Granted,
+  { tokens, grant, mauticVersion }: Granted,
   { token, versionId }: CurrentTokens,
   now: number,
   deps: RefreshDeps,
@@ -308,7 +311,7 @@ async function storeNewTokens(
       : {}),
     obtainedWith: grant,
     updatedAt: new Date(tokens.obtainedAt).toISOString(),
-    ...(tokens.mauticVersion ? { mauticVersion: tokens.mauticVersion } : {}),
+    ...(mauticVersion ? { mauticVersion } : {}),
   };
   const stored = await storeGranted(
     {

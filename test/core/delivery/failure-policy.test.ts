@@ -131,6 +131,20 @@ const afterFailure: Array<{
     },
   },
   {
+    rule: 'a 409 is a record a user has open for editing (Mautic 7): to the queue, with no alert',
+    error: refused(409, 'Welcome is currently checked out by Admin User'),
+    decision: {
+      kind: 'settle',
+      outcome: {
+        kind: 'retry',
+        reason: 'mautic_locked',
+        status: 409,
+        message:
+          'MauticPermanentError: POST /api/contacts/batch/new failed with status 409 (Welcome is currently checked out by Admin User)',
+      },
+    },
+  },
+  {
     rule: "Mautic's batch limit splits the call and is remembered",
     error: new MauticBatchLimitError({ ...at, limit: 3 }),
     decision: { kind: 'split', size: 3, learnedLimit: 3 },
@@ -333,15 +347,16 @@ describe('unrepeatable (no blind re-send of a create that may have happened)', (
     expect(
       unrepeatable(timeout, { entity: 'segments', action: 'create' }, [segment])?.items,
     ).toEqual([segment]);
-    // On Mautic 5 (the version its answers name) a repeated company create is refused, not
-    // doubled; on another or an unknown version it is not repeated.
+    // A repeated company create with a name is refused (5.1, 5.2.0) or upserted (5.2.1 to 7),
+    // never doubled, on a version its answers named; with an unknown one it is not repeated.
     const companies = [company, { payload: {} }];
     const on = (mauticVersion?: string) =>
       unrepeatable(timeout, { entity: 'companies', action: 'create', mauticVersion }, companies)
         ?.items;
-    expect(on('5.1.1')).toEqual([{ payload: {} }]);
-    expect(on('7.0.0')).toEqual(companies);
-    expect(on(undefined)).toEqual(companies);
+    for (const known of ['5.1.1', '5.2.0', '5.2.1', '6.0.3', '7.0.0'])
+      expect(on(known), known).toEqual([{ payload: {} }]);
+    for (const unknown of [undefined, '4.4.12', '8.0.0-dev', 'unknown'])
+      expect(on(unknown), unknown).toEqual(companies);
   });
 
   it('sends again what cannot have been applied, and edits and deletes', () => {
@@ -372,6 +387,7 @@ describe('decideItem', () => {
     result: ItemResult | undefined;
     merged?: boolean;
     unrepeatable?: boolean;
+    perPair?: boolean;
     to: unknown;
   }> = [
     {
@@ -396,6 +412,37 @@ describe('decideItem', () => {
       rule: 'a per-item 5xx is not the event’s own: back to the queue',
       result: { kind: 'rejected', status: 500, message: 'oops' },
       to: { kind: 'settle', outcome: { kind: 'retry', reason: 'mautic_item_500' } },
+    },
+    {
+      rule: 'a per-item 409 is a record a user has open (Mautic 7): back to the queue, with why',
+      result: { kind: 'rejected', status: 409, message: 'Welcome is currently checked out' },
+      to: {
+        kind: 'settle',
+        outcome: {
+          kind: 'retry',
+          reason: 'mautic_locked',
+          status: 409,
+          message: 'Welcome is currently checked out',
+        },
+      },
+    },
+    {
+      rule: 'a company link a bulk call refuses with 403 is a per-pair call’s 403: back to the queue, loudly',
+      result: { kind: 'rejected', status: 403, message: 'Access denied (contact 2, company 1)' },
+      perPair: true,
+      to: {
+        kind: 'settle',
+        outcome: {
+          kind: 'retry',
+          reason: 'mautic_refused_403',
+          status: 403,
+          message: 'Access denied (contact 2, company 1)',
+        },
+        alert: {
+          message: "Mautic refused a contact's company link; check the API user's permissions",
+          details: { status: 403, error: 'Access denied (contact 2, company 1)' },
+        },
+      },
     },
     {
       rule: 'an item Mautic did not answer for goes back to the queue',
@@ -452,8 +499,12 @@ describe('decideItem', () => {
     },
   ];
 
-  it.each(rows)('$rule', ({ result, merged, unrepeatable, to }) => {
-    const item = { merged: merged ?? false, unrepeatable: unrepeatable ?? false };
+  it.each(rows)('$rule', ({ result, merged, unrepeatable, perPair, to }) => {
+    const item = {
+      merged: merged ?? false,
+      unrepeatable: unrepeatable ?? false,
+      perPair: perPair ?? false,
+    };
     expect(decideItem(result, item)).toEqual(to);
   });
 

@@ -294,6 +294,16 @@ describe('MauticApiClient whole-call failures', () => {
     expect(sim.records('contacts')).toHaveLength(0);
   });
 
+  it("recognises Mautic 7's batch limit answer on its company links, a 400", async () => {
+    await restart({ batchMaxLimit: 2, mauticVersion: '7' });
+    const links = [1, 2, 3].map((contactId) => ({ contactId, companyId: 1 }));
+
+    const error = await thrownBy(() => api.linkCompanies(links, call));
+
+    expect(error).toBeInstanceOf(MauticBatchLimitError);
+    expect(error).toMatchObject({ limit: 2, status: 400, retryable: true });
+  });
+
   it('tells an unknown token from an expired one and from no usable token', async () => {
     const unknown = await thrownBy(() =>
       api.list('contacts', {}, { accessToken: 'not-a-real-token' }),

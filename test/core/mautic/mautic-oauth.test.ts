@@ -310,7 +310,7 @@ describe('MauticOAuthClient token parsing', () => {
     });
   });
 
-  it("keeps Mautic's version from the answer's Mautic-Version header, for status", async () => {
+  it('takes no version from a token answer, even one that names it: Mautic names none there', async () => {
     sim.inject(
       { path: '/oauth/v2/token' },
       {
@@ -327,7 +327,25 @@ describe('MauticOAuthClient token parsing', () => {
 
     const tokens = await oauthClient().clientCredentials();
 
-    expect(tokens.mauticVersion).toBe('5.1.1');
+    expect(tokens).not.toHaveProperty('mauticVersion');
+  });
+
+  it('asks the version with one cheap API read under a valid token, and none under a refused one', async () => {
+    const tokens = await oauthClient().clientCredentials();
+    sim.clearRequests();
+
+    const version = await oauthClient().mauticVersion(tokens.accessToken);
+    sim.revokeTokens();
+    const refused = await oauthClient().mauticVersion(tokens.accessToken);
+
+    expect(version).toBe('5.1.1');
+    expect(refused).toBeUndefined();
+    expect(sim.requests.map((r) => [r.method, r.path, r.status])).toEqual([
+      ['GET', '/api/contacts', 200],
+      ['GET', '/api/contacts', 401],
+    ]);
+    // A lookup of contact id 0: nothing is found, nothing is changed.
+    expect(sim.requests[0]?.query).toContain('where');
   });
 
   it.each([

@@ -1,25 +1,59 @@
-import { describe, expect, it } from 'vitest';
-import { createMauticHttp } from '../../../functions/core/mautic/mautic-http.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MauticApiClient } from '../../../functions/core/mautic/mautic-api.ts';
 import type { FetchLike } from '../../../functions/core/ports.ts';
+import { type MauticSimulator, startMauticSimulator } from '../../../mautic-simulator/server.ts';
 
-describe("Mautic's version (its Mautic-Version header)", () => {
-  it('is told from every answer that carries it, and not from one that does not', async () => {
+let sim: MauticSimulator | undefined;
+afterEach(async () => {
+  await sim?.close();
+  sim = undefined;
+});
+
+describe("Mautic's version (its Mautic-Version header), from API answers only", () => {
+  it.each([
+    ['5.1', '5.1.1'],
+    ['7', '7.0.0'],
+  ])('is learned from the first authenticated API answer of Mautic %s', async (line, version) => {
+    sim = await startMauticSimulator({ mauticVersion: line });
+    const versions: string[] = [];
+    const api = new MauticApiClient({
+      baseUrl: sim.url,
+      fetch,
+      onVersion: (named) => versions.push(named),
+    });
+    const call = { accessToken: sim.issueToken().accessToken };
+
+    await expect(
+      api.create('contacts', [{ email: 'x' }], { accessToken: 'refused' }),
+    ).rejects.toThrow();
+    expect(versions).toEqual([]);
+    await api.create('contacts', [{ email: 'ann@example.com' }], call);
+
+    expect(versions).toEqual([version]);
+  });
+
+  it('is not taken from a 401, even where a front in front of Mautic adds the header', async () => {
     const versions: string[] = [];
     const answers = [
-      new Response('{}', { status: 200, headers: { 'mautic-version': '5.1.1' } }),
-      new Response('{}', { status: 401, headers: { 'mautic-version': '5.1.1' } }),
-      new Response('{}', { status: 200 }),
+      new Response('{"errors":[{"code":401}]}', {
+        status: 401,
+        headers: { 'mautic-version': '5.1.1' },
+      }),
+      new Response('{"contacts":{},"total":"0"}', {
+        status: 200,
+        headers: { 'content-type': 'application/json', 'mautic-version': '7.0.0' },
+      }),
     ];
-    const fetch: FetchLike = async () => answers.shift() as Response;
-    const http = createMauticHttp({
+    const fetchLike: FetchLike = async () => answers.shift() as Response;
+    const api = new MauticApiClient({
       baseUrl: 'https://mautic.example.com',
-      fetch,
-      onVersion: (version) => versions.push(version),
+      fetch: fetchLike,
+      onVersion: (named) => versions.push(named),
     });
 
-    for (let i = 0; i < 3; i++)
-      await http.send({ method: 'GET', path: '/api/contacts', headers: {} });
+    await expect(api.list('contacts', {}, { accessToken: 'a' })).rejects.toThrow();
+    await api.list('contacts', {}, { accessToken: 'a' });
 
-    expect(versions).toEqual(['5.1.1', '5.1.1']);
+    expect(versions).toEqual(['7.0.0']);
   });
 });
