@@ -3,6 +3,7 @@ import type { CliIo, Command } from './command.ts';
 import { deadLettersCommand } from './dead-letters.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { EXIT, SetupError, UsageError } from './errors.ts';
+import { mauticCommand } from './mautic-command.ts';
 import { authorizeCommand, credentialsCommand } from './operator-commands.ts';
 import { parseOptions } from './options.ts';
 import { redriveCommand } from './redrive.ts';
@@ -22,6 +23,7 @@ const COMMANDS: ReadonlyArray<Command> = [
   redriveCommand,
   sendersCommand,
   sourcesCommand,
+  mauticCommand,
   credentialsCommand,
   refreshCommand,
   authorizeCommand,

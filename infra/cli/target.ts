@@ -21,6 +21,8 @@ export interface Target {
   secrets: SecretsManagerClient;
   /** For the oldest event's age, which only CloudWatch knows; none locally. */
   cloudwatch: CloudWatchClient | undefined;
+  /** The Mautic a local stack delivers to (`mautic --local` reads it); none for --env. */
+  mauticUrl?: string | undefined;
 }
 
 /** The stack of environment NAME, as infra/aws/app.ts names it. */
@@ -121,6 +123,7 @@ export function localTarget(env: Readonly<Record<string, string | undefined>>): 
     tokenSecretId: endpoints.tokenSecretId,
     webhookSecretId: endpoints.webhookSecretId,
     dashboardUrl: null,
+    mauticUrl: endpoints.mauticUrl,
     sqs: new SQSClient({ ...local, endpoint: endpoints.sqsEndpoint }),
     secrets: new SecretsManagerClient({ ...local, endpoint: endpoints.secretsEndpoint }),
     cloudwatch: undefined,

@@ -35,6 +35,7 @@ import { startIngestThread } from './ingest-thread.ts';
 import { lambdaContext } from './lambda-context.ts';
 import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
+import { seedLocalMautic } from './mautic-seed.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 import { createQueuePair, FIFO_MAX_BATCH_SIZE, SqsEventSource } from './sqs-event-source.ts';
 
@@ -181,6 +182,7 @@ async function start(
     });
     simulator = sim;
     stops.push(() => sim.close());
+    seedLocalMautic(sim);
     credential = {
       baseUrl: sim.url,
       clientId: DEFAULT_SIMULATOR_CLIENT.clientId,
@@ -359,7 +361,10 @@ async function start(
 
   print(`Mautic batch relay, local stack`);
   print(
-    `  Mautic:        ${simulator ? `${credential.baseUrl} (embedded simulator)` : credential.baseUrl}`,
+    `  Mautic:        ${simulator ? `${credential.baseUrl} (embedded simulator, API credential ${credential.clientId} / ${credential.clientSecret}: the simulator's own)` : credential.baseUrl}`,
+  );
+  print(
+    '  look in it:    npx mautic-relay mautic --local contacts (or segments, campaigns, companies)',
   );
   print(
     `  queues:        fauxqs FIFO (a message group per record), batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s; failures retried for ${retry.horizonSeconds} s (delays ${retry.baseSeconds}–${retry.maxDelaySeconds} s, at most ${retry.maxReceiveCount} receives)`,
@@ -373,15 +378,19 @@ async function start(
       `  sources:       ${sourceNames.join(', ') || 'none'} (POST ${front.url}/sources/NAME; ${sourcesFile}, read again when it changes)`,
     );
   }
-  if (generatedSecret) print(`  webhook secret (generated): ${webhookSecrets[0]}`);
+  if (generatedSecret)
+    // Each start generates another: a sender outside keeps working only with a pinned one.
+    print(
+      `  webhook secret (generated): ${webhookSecrets[0]} (a new one each start; to keep one: WEBHOOK_SECRET=whsec_… npm start)`,
+    );
   if (credential.grantType === 'authorization_code') {
     // The tokens come from a person approving the relay; until then events wait in the queue.
     print('Authorize the relay (authorization_code), then it delivers:');
     print(`  ${authorizeCommand(config.AUTHORIZE_PORT)}`);
   }
-  print('Send a signed sample event:');
+  print('Send a signed sample event (send --local signs with this stack\'s own secret):');
   print(
-    `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret ? `WEBHOOK_SECRET=${webhookSecrets[0]} ` : ''}npx mautic-relay send --url ${ingestUrl}`,
+    `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | npx mautic-relay send --local`,
   );
   // Where `npx mautic-relay … --local` finds this stack.
   if (options.endpointsDir !== undefined) {
@@ -393,6 +402,7 @@ async function start(
       secretsEndpoint: secretsFake.endpoint,
       tokenSecretId: ids.tokenSecretId,
       clientSecretId: ids.clientSecretId,
+      mauticUrl: credential.baseUrl,
       webhookSecretId: names.webhook,
       ...(sourcesFile === undefined ? {} : { sourcesFile }),
       entities: config.ENTITIES,
