@@ -227,7 +227,13 @@ async function start(
       [ENV.CLIENT_SECRET_ID]: ids.clientSecretId,
       [ENV.TOKEN_SECRET_ID]: ids.tokenSecretId,
     }),
-    { secrets, logger, metrics, authorizeCommand: authorizeCommand(config.AUTHORIZE_PORT) },
+    {
+      secrets,
+      logger,
+      metrics,
+      authorizeCommand: authorizeCommand(config.AUTHORIZE_PORT),
+      credentialsFix: LOCAL_CREDENTIALS_FIX,
+    },
   );
   const refresher = new LocalRefresher(
     (event) => refresh(event, lambdaContext('refresh', 30_000)),
@@ -444,6 +450,10 @@ async function queueCounts(sqs: SQSClient, queueUrl: string): Promise<number> {
 function events(count: number): string {
   return count === 1 ? '1 event was' : `${count} events were`;
 }
+
+/** The local stack takes its Mautic credential from its environment, at start. */
+const LOCAL_CREDENTIALS_FIX =
+  'stop "npm start" and start it again with the right MAUTIC_CLIENT_ID and MAUTIC_CLIENT_SECRET (Mautic: Settings, API Credentials)';
 
 /** The operator command that authorizes this stack (its redirect URI's port, when not 8765). */
 function authorizeCommand(port: number): string {
