@@ -17,6 +17,7 @@ import {
 } from '../../functions/core/token-secret.ts';
 import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 import type { Command } from './command.ts';
+import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';
 import { checkEnvironment, wholeNumber } from './options.ts';
 import { closeTarget, localTarget } from './target.ts';
@@ -53,7 +54,12 @@ line. Needs the usual AWS environment (AWS_REGION or AWS_PROFILE, and credential
           clientSecret,
           grantType: String(values['grant-type']),
         },
-        { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
+        {
+          secrets: new SecretsManagerClient(clientConfig(env)),
+          fetch,
+          print: io.stdout,
+          now: io.now,
+        },
       ),
     );
     return EXIT.ok;
@@ -98,7 +104,12 @@ environment (AWS_REGION or AWS_PROFILE, and credentials); with --local, the runn
     await awsCall(env, io, () =>
       authorize(
         { env, port, timeoutMs: timeout * 1000 },
-        { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
+        {
+          secrets: new SecretsManagerClient(clientConfig(env)),
+          fetch,
+          print: io.stdout,
+          now: io.now,
+        },
       ),
     );
     return EXIT.ok;

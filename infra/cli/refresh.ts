@@ -3,6 +3,7 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import * as z from 'zod';
 import type { FetchLike } from '../../functions/core/ports.ts';
 import type { Command } from './command.ts';
+import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, SetupError, UsageError } from './errors.ts';
 import { endpointsDir, endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
 import { checkEnvironment, TARGET_HELP, targetOptions } from './options.ts';
@@ -26,8 +27,8 @@ ${TARGET_HELP}`,
       ? await refreshLocal(endpointsDir(io.env), fetch)
       : await awsCall(checkEnvironment(values.env), io, () =>
           refreshEnvironment(checkEnvironment(values.env), {
-            cloudFormation: new CloudFormationClient({}),
-            lambda: new LambdaClient({}),
+            cloudFormation: new CloudFormationClient(clientConfig(String(values.env))),
+            lambda: new LambdaClient(clientConfig(String(values.env))),
           }),
         );
     const ok = printRefresh(result, {

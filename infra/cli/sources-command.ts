@@ -12,6 +12,7 @@ import {
 import { compileSources } from '../../functions/core/sources.ts';
 import { DEFAULTS, sourceSecretName } from '../../functions/shared/config.ts';
 import type { CliIo, Command, Values } from './command.ts';
+import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';
 import { checkEnvironment, TARGET_HELP, targetOptions } from './options.ts';
 import { parseHeaders, readPayload, sourceTestLines, testSource } from './source-test.ts';
@@ -126,7 +127,7 @@ async function runSetSecret(
   ).trim();
   if (secret === '')
     throw new UsageError('No secret given: set SOURCE_SECRET, or type it when asked');
-  const secrets = new SecretsManagerClient({});
+  const secrets = new SecretsManagerClient(clientConfig(environment));
   try {
     const result = await awsCall(environment, io, () =>
       setSourceSecret({ environment, sources, secrets }, name, secret, values.add === true),

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -185,7 +187,7 @@ describe('the mautic-relay command', () => {
     const { stdout } = await run(
       'node',
       [
-        'infra/cli/mautic-relay.ts',
+        join(process.cwd(), 'infra/cli/mautic-relay.ts'),
         'credentials',
         '--env',
         env,
@@ -194,7 +196,8 @@ describe('the mautic-relay command', () => {
         '--client-id',
         '3_abc',
       ],
-      { env: environmentFor(), timeout: 20_000 },
+      // Outside the project, whose cdk.json does not name this environment: AWS_REGION's region.
+      { env: environmentFor(), cwd: tmpdir(), timeout: 20_000 },
     );
 
     expect(stdout).toContain(`Stored the Mautic credential for "${env}"`);

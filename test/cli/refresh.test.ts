@@ -261,7 +261,10 @@ describe('a failed refresh says what fixes it, where the relay runs', () => {
         logs: /Mautic refused the client id or secret: stop "npm start"/,
       },
       {
-        env: { MAUTIC_BASE_URL: `http://127.0.0.1:${closed}`, MAUTIC_CLIENT_SECRET: 'a-secret-never-shown' },
+        env: {
+          MAUTIC_BASE_URL: `http://127.0.0.1:${closed}`,
+          MAUTIC_CLIENT_SECRET: 'a-secret-never-shown',
+        },
         says: new RegExp(
           `\\(transient\\): Mautic's token endpoint could not be reached \\(127\\.0\\.0\\.1:${closed} ECONNREFUSED\\): check the MAUTIC_BASE_URL`,
         ),
@@ -269,7 +272,10 @@ describe('a failed refresh says what fixes it, where the relay runs', () => {
       },
       {
         // A port fetch never connects to (the Fetch standard's "bad ports").
-        env: { MAUTIC_BASE_URL: 'http://127.0.0.1:9', MAUTIC_CLIENT_SECRET: 'a-secret-never-shown' },
+        env: {
+          MAUTIC_BASE_URL: 'http://127.0.0.1:9',
+          MAUTIC_CLIENT_SECRET: 'a-secret-never-shown',
+        },
         says: /could not be reached \(127\.0\.0\.1:9 BAD_PORT\)/,
         logs: /could not be reached \(127\.0\.0\.1:9 BAD_PORT\)/,
       },
