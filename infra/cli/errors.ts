@@ -52,7 +52,7 @@ interface CallSite {
  * An AWS SDK error as a sentence that names what to set or fix, or undefined when it is not
  * one the operator can fix from here. Never quotes a request (which could hold a secret).
  */
-function explainAwsError(error: unknown, where: CallSite): string | undefined {
+export function explainAwsError(error: unknown, where: CallSite): string | undefined {
   if (!(error instanceof Error)) return undefined;
   return (
     noAnswer(error, where) ?? environmentProblem(error, where) ?? resourceProblem(error, where)
