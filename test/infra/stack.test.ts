@@ -23,6 +23,7 @@ import {
 import { LAMBDA_ENVIRONMENT_BYTES } from '../../infra/aws/environment-size.ts';
 import { environmentSettings } from '../../infra/aws/environments.ts';
 import { acknowledgeFindings } from '../../infra/aws/nag.ts';
+import { INGEST_5XX_ALARM } from '../../infra/aws/observability.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
 import { environments, relayStack } from './synth.ts';
 
@@ -505,7 +506,7 @@ describe('the relay stack', () => {
     );
     expect(metrics.sort()).toEqual(
       [
-        '5xx',
+        'expr_1+errors+requests',
         'AccessTokenSecondsLeft',
         'ApproximateAgeOfOldestMessage',
         'DeadLetterSendsFailed',
@@ -562,6 +563,37 @@ describe('the relay stack', () => {
       Period: 900,
       TreatMissingData: 'breaching',
     });
+  });
+
+  it("pages on the ingest's 5xx as a share of its requests, several periods running, never on one", () => {
+    const ingest5xx = Object.entries(template.findResources('AWS::CloudWatch::Alarm')).find(
+      ([id]) => id.startsWith('Ingest5xxAlarm'),
+    )?.[1];
+    expect(ingest5xx?.Properties).toMatchObject({
+      Threshold: INGEST_5XX_ALARM.percent,
+      ComparisonOperator: 'GreaterThanThreshold',
+      EvaluationPeriods: 2,
+      DatapointsToAlarm: 2,
+      TreatMissingData: 'notBreaching',
+    });
+    const metrics = ingest5xx?.Properties.Metrics as Array<{
+      Id: string;
+      Expression?: string;
+      MetricStat?: { Metric: { Namespace: string; MetricName: string }; Stat: string };
+    }>;
+    expect(metrics.find((m) => m.Id === 'expr_1')?.Expression).toBe(
+      'IF(FILL(errors, 0) >= 5, 100 * FILL(errors, 0) / requests, 0)',
+    );
+    expect(
+      metrics.flatMap(({ Id, MetricStat }) =>
+        MetricStat
+          ? [[Id, MetricStat.Metric.Namespace, MetricStat.Metric.MetricName, MetricStat.Stat]]
+          : [],
+      ),
+    ).toEqual([
+      ['errors', 'AWS/ApiGateway', '5xx', 'Sum'],
+      ['requests', 'AWS/ApiGateway', 'Count', 'Sum'],
+    ]);
   });
 
   it('subscribes the alarm e-mail when one is configured, and outputs what operators need', () => {
