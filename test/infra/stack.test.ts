@@ -627,12 +627,12 @@ describe('the relay stack', () => {
 });
 
 describe('cdk-nag (AwsSolutions)', () => {
-  /** Synthesises dev with the AwsSolutions pack into a fresh folder; returns the validation report or the failure. */
-  function nagged(acknowledge: boolean) {
+  /** Synthesises `env` with the AwsSolutions pack into a fresh folder; returns the validation report or the failure. */
+  function nagged(acknowledge: boolean, env = 'dev') {
     const outdir = mkdtempSync(join(tmpdir(), 'relay-nag-'));
     const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
-    const stack = new RelayStack(app, 'MauticRelay-dev', {
-      settings: environmentSettings('dev', environments),
+    const stack = new RelayStack(app, `MauticRelay-${env}`, {
+      settings: environmentSettings(env, environments),
     });
     if (acknowledge) acknowledgeFindings(stack);
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
@@ -668,6 +668,25 @@ describe('cdk-nag (AwsSolutions)', () => {
       ['AwsSolutions-SMG4', 'MauticRelay-dev/WebhookSecret'],
     ]);
     expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(6);
+    // The reason for no point-in-time recovery says what the table's loss costs.
+    expect(
+      report?.suppressedViolations.find((v) => v.ruleName === 'AwsSolutions-DDB3')?.reason,
+    ).toMatch(/addPoints ledger, each key kept 42 days .* may add its points twice/);
+  });
+
+  it('gives the table point-in-time recovery and deletion protection where the data is kept (prod), so no finding to acknowledge', () => {
+    const { failure, report } = nagged(true, 'prod');
+    expect(failure).toBeUndefined();
+    expect(report?.violations).toEqual([]);
+    expect(report?.suppressedViolations.map((v) => v.ruleName)).not.toContain('AwsSolutions-DDB3');
+    const table = (env: string) =>
+      Object.values(synth(env).template.findResources('AWS::DynamoDB::Table'))[0]?.Properties;
+    expect(table('prod')).toMatchObject({
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      DeletionProtectionEnabled: true,
+    });
+    expect(table('dev')?.PointInTimeRecoverySpecification).toBeUndefined();
+    expect(table('dev')?.DeletionProtectionEnabled).toBeUndefined();
   });
 
   it('fails the synth when a finding is not acknowledged', () => {
