@@ -37,6 +37,7 @@ import { LineLogger } from './line-logger.ts';
 import { LocalRefresher } from './local-refresher.ts';
 import { seedLocalMautic } from './mautic-seed.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
+import { sourcesWithPlaceholderSecrets } from './source-placeholders.ts';
 import { createQueuePair, FIFO_MAX_BATCH_SIZE, SqsEventSource } from './sqs-event-source.ts';
 
 /** Contract §3, and a few knobs beyond it (documented in docs/configuration.md). */
@@ -383,6 +384,11 @@ async function start(
     print(
       `  sources:       ${sourceNames.join(', ') || 'none'} (POST ${front.url}/sources/NAME; ${sourcesFile}, read again when it changes)`,
     );
+    const placeholders = sourcesWithPlaceholderSecrets(sourcesFile);
+    if (placeholders.length > 0)
+      print(
+        `  warning:       the secret of ${placeholders.join(', ')} is still the example's placeholder (REPLACE_…): the provider's webhooks are refused (401) until you put in the signing secret it shows`,
+      );
   }
   if (generatedSecret)
     // Each start generates another: a sender outside keeps working only with a pinned one.
@@ -394,7 +400,7 @@ async function start(
     print('Authorize the relay (authorization_code), then it delivers:');
     print(`  ${authorizeCommand(config.AUTHORIZE_PORT)}`);
   }
-  print('Send a signed sample event (send --local signs with this stack\'s own secret):');
+  print("Send a signed sample event (send --local signs with this stack's own secret):");
   print(
     `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | npx mautic-relay send --local`,
   );
