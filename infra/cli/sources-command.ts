@@ -104,14 +104,15 @@ async function runTest(
   io: CliIo,
 ): Promise<number> {
   const headers = parseHeaders((values.header as string[] | undefined) ?? []);
-  const { key, ...result } = await testSource(
+  const { key, missingHeaders, ...result } = await testSource(
     sources,
     name,
     readPayload(values.payload as string),
     headers,
   );
   if (values.json) io.stdout(JSON.stringify(result));
-  else for (const line of sourceTestLines(name, { ...result, key })) io.stdout(line);
+  else
+    for (const line of sourceTestLines(name, { ...result, key, missingHeaders })) io.stdout(line);
   return 'error' in result ? EXIT.failed : EXIT.ok;
 }
 
