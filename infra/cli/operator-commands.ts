@@ -140,6 +140,10 @@ export async function storeCredentials(
   },
   deps: CommandDeps,
 ): Promise<void> {
+  if (options.clientSecret.trim() === '')
+    throw new UsageError(
+      "No client secret: MAUTIC_CLIENT_SECRET is empty (or nothing was typed). Set it to the secret of Mautic's API credential (Settings, API Credentials).",
+    );
   const parsed = clientSecretSchema.safeParse({
     baseUrl: options.baseUrl,
     clientId: options.clientId,
@@ -147,8 +151,10 @@ export async function storeCredentials(
     grantType: options.grantType,
   });
   if (!parsed.success) {
+    // Named as the operator gave them: the options, and the secret's variable.
     const problems = parsed.error.issues.map(
-      (issue) => `${issue.path.join('.')}: ${issue.message}`,
+      (issue) =>
+        `${CREDENTIAL_INPUTS[String(issue.path[0])] ?? issue.path.join('.')} ${issue.message}`,
     );
     throw new UsageError(`Invalid credential: ${problems.join('; ')}`);
   }
@@ -161,6 +167,14 @@ export async function storeCredentials(
     deps.print(`Next: npx mautic-relay authorize --env ${options.env}`);
   }
 }
+
+/** Where each field of the client secret comes from, as `credentials` takes it. */
+const CREDENTIAL_INPUTS: Readonly<Record<string, string>> = {
+  baseUrl: '--base-url',
+  clientId: '--client-id',
+  clientSecret: 'MAUTIC_CLIENT_SECRET',
+  grantType: '--grant-type',
+};
 
 /**
  * `authorize`: for credentials made by non-admin Mautic users. Prints Mautic's authorize URL,

@@ -91,7 +91,26 @@ describe('credentials', () => {
     const error = await storeCredentials(bad, deps).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(UsageError);
-    expect((error as Error).message).toMatch(/baseUrl.*clientId.*grantType/);
+    // Named as the operator gives them: the options.
+    expect((error as Error).message).toMatch(/--base-url .*--client-id .*--grant-type /);
+  });
+
+  it("names MAUTIC_CLIENT_SECRET when the secret is empty, not the schema's field", async () => {
+    const empty = {
+      env: 'dev',
+      baseUrl: 'https://m.example.com',
+      clientId: '3_abc',
+      grantType: 'client_credentials',
+    };
+
+    for (const clientSecret of ['', '  ']) {
+      const error = await storeCredentials({ ...empty, clientSecret }, deps).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(UsageError);
+      expect((error as Error).message).toContain('MAUTIC_CLIENT_SECRET is empty');
+      expect((error as Error).message).not.toContain('clientSecret');
+    }
   });
 });
 
