@@ -1,8 +1,9 @@
 /**
- * A newcomer's first hour, as docs/recipes.md and examples/sources/ tell it: one fresh
- * `npm start` with its embedded Mautic (nothing seeded by the test, no MAUTIC_BASE_URL, the
- * webhook secret it generates), every recipe posted as written with `send --local` and looked at
- * with `mautic --local`, then every source example as its provider posts it; no dead letter.
+ * A newcomer's first hour, as the README's quick start, docs/recipes.md and examples/sources/
+ * tell it: a fresh `npm start` with its embedded Mautic (nothing seeded by the test, no
+ * MAUTIC_BASE_URL, the webhook secret it generates). The quick start's commands run as written;
+ * every recipe is posted as written with `send --local` and looked at with `mautic --local`, then
+ * every source example as its provider posts it, with no dead letter.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -149,4 +150,49 @@ describe('a fresh npm start, the recipes and the source examples as written', ()
     const letters = await operatorCommand(['dead-letters', '--local', '--json'], env);
     expect(JSON.parse(letters.out).count).toBe(0);
   }, 180_000);
+});
+
+/** The commands of the README's quick start, from its block run "in a second terminal". */
+function quickStart(): string[] {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const start = readme.indexOf('In a second terminal');
+  const block = /```sh\n([\s\S]*?)\n```/.exec(readme.slice(start))?.[1] ?? '';
+  return block.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#'));
+}
+
+describe("the README's quick start, as written, on a fresh npm start", () => {
+  it('sends, looks, breaks with a dead letter, and fixes it with a redrive', async () => {
+    const { dir } = await startFreshRelay({ WEBHOOK_SECRET: '' });
+    const env = { MAUTIC_RELAY_DIR: dir };
+    const outputs: string[] = [];
+    for (const [i, line] of quickStart().entries()) {
+      const piped = /^echo '(.*)' \| npx mautic-relay (.*)$/.exec(line);
+      const argv = (piped?.[2] ?? line.replace(/^npx mautic-relay /, '')).split(' ');
+      if (piped) {
+        // What the shell pipes to the command, as a file: the in-process command has no stdin.
+        const file = join(dir, `quick-start-${i}.json`);
+        writeFileSync(file, piped[1] as string);
+        argv.push(file);
+      }
+      expect(line, 'a command of the quick start').toMatch(/^(echo '.*' \| )?npx mautic-relay /);
+      const { code, out, err } = await operatorCommand(argv, env);
+      expect(code, `${line}\n${err}`).toBe(0);
+      outputs.push(out);
+      // As a person typing: the next command comes once this one's events have been handled.
+      await until(
+        async () => (await sleep(200, true)) && drained(dir),
+        30_000,
+        () => line,
+      );
+    }
+
+    const [sent, contacts, , letters, , redriven, bob] = outputs;
+    expect(sent).toMatch(/^202 Accepted/);
+    expect(contacts).toContain('ann@example.com  Ann  points 0');
+    expect(letters).toMatch(/1 dead letter \(no_match 1\)/);
+    expect(redriven).toMatch(/^Moved 1 of 1 /);
+    expect(bob).toContain('  segments        3 Customers');
+    const left = await operatorCommand(['dead-letters', '--local', '--json'], env);
+    expect(JSON.parse(left.out).count).toBe(0);
+  }, 120_000);
 });
