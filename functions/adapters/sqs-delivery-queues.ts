@@ -224,7 +224,9 @@ export class SqsDeliveryQueues implements DeliveryQueues {
           failedIds = entries.map(([id]) => id);
         }
         entries = entries.filter(([id]) => failedIds.includes(id));
-        if (entries.length > 0 && attempt === 1) await sleep(Math.min(100, until - Date.now()));
+        // Never a negative pause: the time may be up by now (Node would warn, and wait 1 ms).
+        if (entries.length > 0 && attempt === 1)
+          await sleep(Math.max(0, Math.min(100, until - Date.now())));
       }
       return entries.map(([, item]) => messageIdOf(item));
     };

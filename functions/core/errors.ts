@@ -168,6 +168,8 @@ export class MauticTransientError extends MauticError {
   readonly possiblyApplied: boolean;
   /** When the server said to come back (a 503's `Retry-After`, epoch ms), if it did. */
   readonly retryAt: number | undefined;
+  /** What a network failure or timeout did not reach: the host, and how (`ENOTFOUND`). */
+  readonly unreached: string | undefined;
 
   constructor(
     details: {
@@ -195,6 +197,7 @@ export class MauticTransientError extends MauticError {
     this.kind = details.kind;
     this.possiblyApplied = details.possiblyApplied ?? false;
     this.retryAt = details.retryAt;
+    this.unreached = details.unreached;
   }
 }
 

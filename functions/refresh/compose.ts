@@ -22,6 +22,8 @@ export interface RefreshEdges {
   clock?: Clock;
   /** The command that authorizes this relay again, as its log names it (the local stack's). */
   authorizeCommand?: string;
+  /** What to do about a credential Mautic refuses, as its log says it (the local stack's). */
+  credentialsFix?: string;
 }
 
 /**
@@ -41,6 +43,7 @@ export function buildRefreshHandler(config: Readonly<RefreshConfig>, edges: Refr
     refreshAheadSeconds: config.refreshAheadSeconds,
     refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
     authorizeCommand: edges.authorizeCommand,
+    credentialsFix: edges.credentialsFix,
     sleep: (ms) => sleep(ms),
     // Tokens that could not be stored, kept for the life of the container.
     unsaved: { value: undefined },

@@ -4,6 +4,7 @@ import { consoleCommand } from './console/console-command.ts';
 import { deadLettersCommand } from './dead-letters.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { EXIT, SetupError, UsageError } from './errors.ts';
+import { mauticCommand } from './mautic-command.ts';
 import { authorizeCommand, credentialsCommand } from './operator-commands.ts';
 import { parseOptions } from './options.ts';
 import { redriveCommand } from './redrive.ts';
@@ -23,6 +24,7 @@ const COMMANDS: ReadonlyArray<Command> = [
   redriveCommand,
   sendersCommand,
   sourcesCommand,
+  mauticCommand,
   credentialsCommand,
   refreshCommand,
   authorizeCommand,

@@ -25,6 +25,8 @@ export interface DeadLetterItem {
   deadLetteredAt: string | null;
   id?: number | null;
   data?: unknown;
+  /** A source's payload that could not be mapped (`mapping_failed`): the source's name. */
+  source?: string;
 }
 
 export interface DeadLetterFilters {
@@ -278,8 +280,14 @@ function describe(message: Message): Scanned {
       id: typeof event.id === 'number' ? event.id : null,
       // A source's payload that could not be mapped (contract §6): what `sources test` takes.
       data: typeof event.source === 'string' ? event.body : event.data,
+      ...sourceOf(attribute('relay.source') ?? event.source),
     },
   };
+}
+
+/** The source of a letter kept by a source's ingest, where its entity and action would be. */
+function sourceOf(name: unknown): { source?: string } {
+  return typeof name === 'string' && name !== '' ? { source: name } : {};
 }
 
 export function matches(scanned: Scanned, filters: DeadLetterFilters): boolean {

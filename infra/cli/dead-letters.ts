@@ -148,7 +148,7 @@ function deadLetterLines(list: DeadLetterList, showData: boolean): string[] {
       ? ` ${item.detail.length > 100 ? `${item.detail.slice(0, 100)}…` : item.detail}`
       : '';
     lines.push(
-      `  ${item.deadLetteredAt ?? '?'}  ${item.reason}${item.status === null ? '' : ` ${item.status}`}  ${item.entity ?? '?'} ${item.action ?? '?'}  ${item.eventId ?? '(no event id)'}${detail}`,
+      `  ${item.deadLetteredAt ?? '?'}  ${item.reason}${item.status === null ? '' : ` ${item.status}`}  ${item.source === undefined ? `${item.entity ?? '?'} ${item.action ?? '?'}` : `source ${item.source}`}  ${item.eventId ?? '(no event id)'}${detail}`,
     );
     if (showData)
       lines.push(`      id ${item.id ?? '-'} data ${JSON.stringify(item.data ?? null)}`);

@@ -52,7 +52,7 @@ interface CallSite {
  * An AWS SDK error as a sentence that names what to set or fix, or undefined when it is not
  * one the operator can fix from here. Never quotes a request (which could hold a secret).
  */
-function explainAwsError(error: unknown, where: CallSite): string | undefined {
+export function explainAwsError(error: unknown, where: CallSite): string | undefined {
   if (!(error instanceof Error)) return undefined;
   return (
     noAnswer(error, where) ?? environmentProblem(error, where) ?? resourceProblem(error, where)
@@ -116,7 +116,7 @@ function environmentProblem(error: Error, where: CallSite): string | undefined {
 function resourceProblem(error: Error, where: CallSite): string | undefined {
   const { name, message } = error;
   if (name === 'ValidationError' && /does not exist/.test(message)) {
-    return `No stack MauticRelay-${where.environment} in this region: check --env and AWS_REGION (or AWS_PROFILE), or deploy it with "npx cdk deploy -c env=${where.environment}".`;
+    return `No stack MauticRelay-${where.environment} in this region (the one cdk.json binds the environment to; outside the project, AWS_REGION or AWS_PROFILE's): check --env, or deploy it with "npx cdk deploy -c env=${where.environment}".`;
   }
   if (/AccessDenied|UnauthorizedOperation|NotAuthorized/.test(name)) {
     const action = message.match(/perform: ([\w:-]+)/)?.[1];

@@ -17,6 +17,7 @@ import {
 } from '../../functions/core/token-secret.ts';
 import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 import type { Command } from './command.ts';
+import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';
 import { checkEnvironment, wholeNumber } from './options.ts';
 import { closeTarget, localTarget } from './target.ts';
@@ -53,7 +54,12 @@ line. Needs the usual AWS environment (AWS_REGION or AWS_PROFILE, and credential
           clientSecret,
           grantType: String(values['grant-type']),
         },
-        { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
+        {
+          secrets: new SecretsManagerClient(clientConfig(env)),
+          fetch,
+          print: io.stdout,
+          now: io.now,
+        },
       ),
     );
     return EXIT.ok;
@@ -98,7 +104,12 @@ environment (AWS_REGION or AWS_PROFILE, and credentials); with --local, the runn
     await awsCall(env, io, () =>
       authorize(
         { env, port, timeoutMs: timeout * 1000 },
-        { secrets: new SecretsManagerClient({}), fetch, print: io.stdout, now: io.now },
+        {
+          secrets: new SecretsManagerClient(clientConfig(env)),
+          fetch,
+          print: io.stdout,
+          now: io.now,
+        },
       ),
     );
     return EXIT.ok;
@@ -129,6 +140,10 @@ export async function storeCredentials(
   },
   deps: CommandDeps,
 ): Promise<void> {
+  if (options.clientSecret.trim() === '')
+    throw new UsageError(
+      "No client secret: MAUTIC_CLIENT_SECRET is empty (or nothing was typed). Set it to the secret of Mautic's API credential (Settings, API Credentials).",
+    );
   const parsed = clientSecretSchema.safeParse({
     baseUrl: options.baseUrl,
     clientId: options.clientId,
@@ -136,8 +151,10 @@ export async function storeCredentials(
     grantType: options.grantType,
   });
   if (!parsed.success) {
+    // Named as the operator gave them: the options, and the secret's variable.
     const problems = parsed.error.issues.map(
-      (issue) => `${issue.path.join('.')}: ${issue.message}`,
+      (issue) =>
+        `${CREDENTIAL_INPUTS[String(issue.path[0])] ?? issue.path.join('.')} ${issue.message}`,
     );
     throw new UsageError(`Invalid credential: ${problems.join('; ')}`);
   }
@@ -150,6 +167,14 @@ export async function storeCredentials(
     deps.print(`Next: npx mautic-relay authorize --env ${options.env}`);
   }
 }
+
+/** Where each field of the client secret comes from, as `credentials` takes it. */
+const CREDENTIAL_INPUTS: Readonly<Record<string, string>> = {
+  baseUrl: '--base-url',
+  clientId: '--client-id',
+  clientSecret: 'MAUTIC_CLIENT_SECRET',
+  grantType: '--grant-type',
+};
 
 /**
  * `authorize`: for credentials made by non-admin Mautic users. Prints Mautic's authorize URL,

@@ -1,6 +1,7 @@
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { secretNames } from '../../functions/shared/config.ts';
 import type { CliIo, Command, Values } from './command.ts';
+import { environmentRegion } from './environment-region.ts';
 import { awsCall, UsageError } from './errors.ts';
 import { closeTarget, environmentTarget, localTarget, type Target } from './target.ts';
 
@@ -9,8 +10,9 @@ import { closeTarget, environmentTarget, localTarget, type Target } from './targ
  * their help and checks, and the parsing of a command's arguments.
  */
 
-export const TARGET_HELP = `  --env NAME   a deployed environment: its stack MauticRelay-NAME is found through the usual
-               AWS environment (AWS_REGION or AWS_PROFILE, and credentials)
+export const TARGET_HELP = `  --env NAME   a deployed environment: its stack MauticRelay-NAME, in the region cdk.json
+               binds NAME to (run in the project's directory; elsewhere, the region of
+               AWS_REGION or AWS_PROFILE), with the usual AWS credentials
   --local      the running "npm start" (found from .mautic-relay/local.json in the directory
                it runs in, or in MAUTIC_RELAY_DIR)
   --json       print one JSON document on stdout`;
@@ -44,9 +46,11 @@ export async function withTarget(
   });
 }
 
+/** A valid environment name, and one the project's cdk.json knows (when there is one here). */
 export function checkEnvironment(value: Values[string]): string {
   if (typeof value !== 'string' || value === '') throw new UsageError('--env NAME is required');
   secretNames(value);
+  environmentRegion(value, process.cwd());
   return value;
 }
 

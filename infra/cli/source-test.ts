@@ -24,13 +24,21 @@ export async function testSource(
   name: string,
   payload: unknown,
   headers: Readonly<Record<string, string>>,
-): Promise<SourceTestResult & { key?: string | undefined }> {
+): Promise<SourceTestResult & { key?: string | undefined; missingHeaders?: string[] }> {
   const mapping = await mapSourcePayload(compiled(sources, name), payload, headers, {
     limits: sources.limits,
     receivedAt: Date.now(),
     newId: randomUUID,
   });
-  if (mapping.kind === 'ignored') return { ignored: true, events: [] };
+  if (mapping.kind === 'ignored') {
+    const filter = definitionOf(sources, name).filter ?? '';
+    const missing = headersRead(filter).filter((header) => headers[header] === undefined);
+    return {
+      ignored: true,
+      events: [],
+      ...(missing.length > 0 ? { missingHeaders: missing } : {}),
+    };
+  }
   if (mapping.kind === 'failed') return { error: mappingFailureText(mapping.failure) };
   return { ignored: false, events: mapping.events, key: mapping.key };
 }
@@ -44,14 +52,34 @@ function compiled(sources: SourcesInUse, name: string): CompiledSource {
   return source.get(name) as CompiledSource;
 }
 
+/**
+ * The request headers a filter reads (`$headers.'x-shopify-topic'`, `$headers.x_name`), lower-cased
+ * as the ingest gives them. `sources test` has only those given with `--header`: a filter on one
+ * not given is false whatever the payload.
+ */
+function headersRead(expression: string): string[] {
+  const names = new Set<string>();
+  for (const [, quoted, doubled, backticked, bare] of expression.matchAll(
+    /\$headers\.(?:'([^']+)'|"([^"]+)"|`([^`]+)`|([A-Za-z_][\w-]*))/g,
+  ))
+    names.add((quoted ?? doubled ?? backticked ?? bare ?? '').toLowerCase());
+  return [...names];
+}
+
 export function sourceTestLines(
   name: string,
-  result: SourceTestResult & { key?: string | undefined },
+  result: SourceTestResult & { key?: string | undefined; missingHeaders?: string[] | undefined },
 ): string[] {
   if ('error' in result) return [`Source "${name}": the mapping fails: ${result.error}`];
   if (result.ignored) {
+    const missing = result.missingHeaders ?? [];
     return [
       `Source "${name}": the filter is false: the ingest answers 202 "ignored", queues nothing.`,
+      ...(missing.length === 0
+        ? []
+        : [
+            `  The filter reads the header${missing.length === 1 ? '' : 's'} ${missing.join(', ')}, not given: add ${missing.map((header) => `--header '${header}: …'`).join(' ')} with the value the provider sends.`,
+          ]),
     ];
   }
   const id =

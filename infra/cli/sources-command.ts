@@ -12,6 +12,7 @@ import {
 import { compileSources } from '../../functions/core/sources/sources.ts';
 import { DEFAULTS, sourceSecretName } from '../../functions/shared/config.ts';
 import type { CliIo, Command, Values } from './command.ts';
+import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';
 import { checkEnvironment, TARGET_HELP, targetOptions } from './options.ts';
 import { parseHeaders, readPayload, sourceTestLines, testSource } from './source-test.ts';
@@ -103,14 +104,15 @@ async function runTest(
   io: CliIo,
 ): Promise<number> {
   const headers = parseHeaders((values.header as string[] | undefined) ?? []);
-  const { key, ...result } = await testSource(
+  const { key, missingHeaders, ...result } = await testSource(
     sources,
     name,
     readPayload(values.payload as string),
     headers,
   );
   if (values.json) io.stdout(JSON.stringify(result));
-  else for (const line of sourceTestLines(name, { ...result, key })) io.stdout(line);
+  else
+    for (const line of sourceTestLines(name, { ...result, key, missingHeaders })) io.stdout(line);
   return 'error' in result ? EXIT.failed : EXIT.ok;
 }
 
@@ -126,7 +128,7 @@ async function runSetSecret(
   ).trim();
   if (secret === '')
     throw new UsageError('No secret given: set SOURCE_SECRET, or type it when asked');
-  const secrets = new SecretsManagerClient({});
+  const secrets = new SecretsManagerClient(clientConfig(environment));
   try {
     const result = await awsCall(environment, io, () =>
       setSourceSecret({ environment, sources, secrets }, name, secret, values.add === true),

@@ -11,6 +11,7 @@ import {
 } from '../../functions/core/sources/sources.ts';
 import { DEFAULT_ENTITIES, DEFAULTS, loadIngestConfig } from '../../functions/shared/config.ts';
 import type { CliIo } from './command.ts';
+import { clientConfig } from './environment-region.ts';
 import { awsCall, SetupError, UsageError } from './errors.ts';
 import { localEndpointsPath, readLocalEndpoints } from './local-endpoints.ts';
 import { OUTPUTS, stackOutputs } from './target.ts';
@@ -171,7 +172,8 @@ function ingestLimits(
 
 /** A deployed environment's sources, as its ingest runs them; the notice, if any, on stderr. */
 export async function deployedSources(environment: string, io: CliIo): Promise<SourcesInUse> {
-  const clients = { cloudFormation: new CloudFormationClient({}), lambda: new LambdaClient({}) };
+  const aws = clientConfig(environment);
+  const clients = { cloudFormation: new CloudFormationClient(aws), lambda: new LambdaClient(aws) };
   try {
     const sources = await awsCall(environment, io, () =>
       environmentSources(environment, clients, process.cwd()),

@@ -1,5 +1,7 @@
 import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
+import { DEFAULT_SIMULATOR_CLIENT } from '../../mautic-simulator/server.ts';
 import type { LocalConfig } from './local-config.ts';
+import { sourcesWithPlaceholderSecrets } from './source-placeholders.ts';
 
 /** What the local stack tells whoever started it once it is up. */
 export interface Banner {
@@ -21,7 +23,10 @@ export function printBanner(config: LocalConfig, banner: Banner, print: (line: s
   const { retry, frontUrl, sourcesFile, generatedSecret } = banner;
   print(`Mautic batch relay, local stack`);
   print(
-    `  Mautic:        ${banner.simulated ? `${banner.mauticUrl} (embedded simulator)` : banner.mauticUrl}`,
+    `  Mautic:        ${banner.simulated ? `${banner.mauticUrl} (embedded simulator, API credential ${DEFAULT_SIMULATOR_CLIENT.clientId} / ${DEFAULT_SIMULATOR_CLIENT.clientSecret}: the simulator's own)` : banner.mauticUrl}`,
+  );
+  print(
+    '  look in it:    npx mautic-relay mautic --local contacts (or segments, campaigns, companies)',
   );
   print(
     `  queues:        fauxqs FIFO (a message group per record), batches of ${config.BATCH_SIZE} within ${config.BATCH_WINDOW_SECONDS} s; failures retried for ${retry.horizonSeconds} s (delays ${retry.baseSeconds}–${retry.maxDelaySeconds} s, at most ${retry.maxReceiveCount} receives)`,
@@ -36,16 +41,25 @@ export function printBanner(config: LocalConfig, banner: Banner, print: (line: s
     print(
       `  sources:       ${banner.sourceNames.join(', ') || 'none'} (POST ${frontUrl}/sources/NAME; ${sourcesFile}, read again when it changes)`,
     );
+    const placeholders = sourcesWithPlaceholderSecrets(sourcesFile);
+    if (placeholders.length > 0)
+      print(
+        `  warning:       the secret of ${placeholders.join(', ')} is still the example's placeholder (REPLACE_…): the provider's webhooks are refused (401) until you put in the signing secret it shows`,
+      );
   }
-  if (generatedSecret !== undefined) print(`  webhook secret (generated): ${generatedSecret}`);
+  if (generatedSecret !== undefined)
+    // Each start generates another: a sender outside keeps working only with a pinned one.
+    print(
+      `  webhook secret (generated): ${generatedSecret} (a new one each start; to keep one: WEBHOOK_SECRET=whsec_… npm start)`,
+    );
   if (banner.grantType === 'authorization_code') {
     // The tokens come from a person approving the relay; until then events wait in the queue.
     print('Authorize the relay (authorization_code), then it delivers:');
     print(`  ${authorizeCommand(config.AUTHORIZE_PORT)}`);
   }
-  print('Send a signed sample event:');
+  print("Send a signed sample event (send --local signs with this stack's own secret):");
   print(
-    `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | ${generatedSecret === undefined ? '' : `WEBHOOK_SECRET=${generatedSecret} `}npx mautic-relay send --url ${frontUrl}/events`,
+    `  echo '{"entity":"contacts","action":"create","data":{"email":"ann@example.com","firstname":"Ann"}}' | npx mautic-relay send --local`,
   );
 }
 

@@ -3,6 +3,7 @@
  * simulator, unless MAUTIC_BASE_URL names one), the Secrets Manager stand-in with the stack's
  * secrets, and fauxqs with the events queue and its dead-letter queue. Each pushes its stops.
  */
+
 import { randomBytes } from 'node:crypto';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -11,6 +12,7 @@ import { secretNames } from '../../functions/shared/config.ts';
 import { DEFAULT_SIMULATOR_CLIENT, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { type FauxqsThread, startFauxqsThread } from './fauxqs-thread.ts';
 import type { LocalConfig } from './local-config.ts';
+import { seedLocalMautic } from './mautic-seed.ts';
 import { createQueuePair } from './queue-pair.ts';
 import { startSecretsManagerFake } from './secrets-manager-fake.ts';
 
@@ -55,6 +57,7 @@ export async function startMautic(
     mauticVersion: config.MAUTIC_SIMULATOR_VERSION ?? '5.1',
   });
   stops.push(() => sim.close());
+  seedLocalMautic(sim);
   const credential = {
     baseUrl: sim.url,
     clientId: DEFAULT_SIMULATOR_CLIENT.clientId,

@@ -49,6 +49,7 @@ export async function startRefresher(
       logger,
       metrics,
       authorizeCommand: authorizeCommand(config.AUTHORIZE_PORT),
+      credentialsFix: LOCAL_CREDENTIALS_FIX,
     },
   );
   const refresher = new LocalRefresher(
@@ -187,3 +188,7 @@ export async function startIngestFunction(
   stops.push(() => front.close());
   return front;
 }
+
+/** The local stack takes its Mautic credential from its environment, at start. */
+const LOCAL_CREDENTIALS_FIX =
+  'stop "npm start" and start it again with the right MAUTIC_CLIENT_ID and MAUTIC_CLIENT_SECRET (Mautic: Settings, API Credentials)';

@@ -84,31 +84,10 @@ async function start(
   const control = await startControlServer({ refresher, logger, flow });
   stops.push(() => control.close());
 
-  printBanner(
-    config,
-    {
-      mauticUrl: mauticBaseUrl,
-      simulated: mautic.simulated,
-      grantType: mautic.credential.grantType,
-      retry,
-      secretsEndpoint: secrets.endpoint,
-      dedupDescription: dedup.description,
-      frontUrl: front.url,
-      sourcesFile,
-      sourceNames,
-      generatedSecret,
-    },
-    print,
-  );
-  const ingestUrl = `${front.url}/events`;
-  if (options.endpointsDir !== undefined) {
-    const where = { ingestUrl, sourcesFile, secrets, queues, controlUrl: control.url };
-    const removeEndpoints = writeEndpoints(options.endpointsDir, config, where);
-    // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
-    stops.push(async () => removeEndpoints());
-  }
-  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
-  print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
+  const ingestUrl = announce(config, print, stops, options, {
+    ...{ mautic, retry, secrets, queues, dedup, front, control },
+    ...{ sourcesFile, sourceNames, generatedSecret },
+  });
 
   let stopping: Promise<void> | undefined;
   return {
@@ -136,6 +115,55 @@ function localMetrics() {
 }
 
 /** Where `npx mautic-relay … --local` finds this stack; answers what removes the file. */
+/** What npm start prints once it is up, and the endpoints file the `--local` commands read. */
+function announce(
+  config: LocalConfig,
+  print: (line: string) => void,
+  stops: Stops,
+  options: { endpointsDir?: string },
+  parts: {
+    mautic: Awaited<ReturnType<typeof startMautic>>;
+    retry: ReturnType<typeof localRetryPolicy>;
+    secrets: LocalSecrets;
+    queues: LocalQueues;
+    dedup: { description: string };
+    front: { url: string };
+    control: { url: string };
+    sourcesFile: string | undefined;
+    sourceNames: ReadonlyArray<string>;
+    generatedSecret: string | undefined;
+  },
+): string {
+  const { mautic, secrets, queues, sourcesFile } = parts;
+  const mauticUrl = mautic.credential.baseUrl;
+  printBanner(
+    config,
+    {
+      mauticUrl,
+      simulated: mautic.simulated,
+      grantType: mautic.credential.grantType,
+      retry: parts.retry,
+      secretsEndpoint: secrets.endpoint,
+      dedupDescription: parts.dedup.description,
+      frontUrl: parts.front.url,
+      sourcesFile,
+      sourceNames: parts.sourceNames,
+      generatedSecret: parts.generatedSecret,
+    },
+    print,
+  );
+  const ingestUrl = `${parts.front.url}/events`;
+  if (options.endpointsDir !== undefined) {
+    const where = { ingestUrl, sourcesFile, secrets, queues, controlUrl: parts.control.url };
+    const removeEndpoints = writeEndpoints(options.endpointsDir, config, { ...where, mauticUrl });
+    // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
+    stops.push(async () => removeEndpoints());
+  }
+  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
+  print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
+  return ingestUrl;
+}
+
 function writeEndpoints(
   dir: string,
   config: LocalConfig,
@@ -145,6 +173,7 @@ function writeEndpoints(
     secrets: LocalSecrets;
     queues: LocalQueues;
     controlUrl: string;
+    mauticUrl: string;
   },
 ): () => void {
   const { sourcesFile, secrets, queues } = where;
@@ -156,6 +185,7 @@ function writeEndpoints(
     secretsEndpoint: secrets.endpoint,
     tokenSecretId: secrets.ids.tokenSecretId,
     clientSecretId: secrets.ids.clientSecretId,
+    mauticUrl: where.mauticUrl,
     webhookSecretId: secrets.webhookSecretId,
     ...(sourcesFile === undefined ? {} : { sourcesFile }),
     entities: config.ENTITIES,

@@ -233,6 +233,11 @@ describe('redrive of mapping_failed dead letters', () => {
     const shown = await cli(home, ['dead-letters', '--local', '--json', '--show-data']);
 
     expect(hidden.out).not.toContain('evt_41@example.com');
+    // Where an event's entity and action would be: the source that kept it.
+    expect(JSON.parse(hidden.out).items[0]).toMatchObject({ entity: null, source: STRIPE });
+    const human = await cli(home, ['dead-letters', '--local']);
+    expect(human.out).toContain(`mapping_failed  source ${STRIPE}  ${STRIPE}:evt_41`);
+    expect(human.out).not.toContain('? ?');
     expect(JSON.parse(shown.out).items[0].data).toMatchObject({
       id: 'evt_41',
       data: { object: { email: 'evt_41@example.com' } },

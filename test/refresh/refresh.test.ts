@@ -200,8 +200,14 @@ describe('token refresher with a client_credentials credential', () => {
     const recovered = await run({});
 
     expect([dropped, failing]).toEqual([
-      { action: 'failed', why: 'transient' },
-      { action: 'failed', why: 'transient' },
+      {
+        action: 'failed',
+        why: 'transient',
+        detail: expect.stringMatching(
+          /^dropped the connection \(127\.0\.0\.1:\d+ UND_ERR_SOCKET\)$/,
+        ),
+      },
+      { action: 'failed', why: 'transient', detail: 'answered HTTP 500' },
     ]);
     expect(recovered).toMatchObject({ action: 'refreshed' });
     expect(fake.versions(ids.tokenSecretId)).toHaveLength(1);

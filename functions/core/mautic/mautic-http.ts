@@ -143,10 +143,19 @@ function transportFailure(
   );
 }
 
+/**
+ * A cause's error code; fetch's refusal of a port it never connects to (the Fetch standard's bad
+ * ports, such as 1 or 9) has none, only the message "bad port".
+ */
+function codeOf(cause: unknown): unknown {
+  const { code, message } = cause as { code?: unknown; message?: unknown };
+  return code ?? (message === 'bad port' ? 'BAD_PORT' : undefined);
+}
+
 /** The first system error code along a fetch failure's causes (`ECONNREFUSED`, `ENOTFOUND`…). */
 function errorCode(error: unknown): string | undefined {
   for (let cause = error, depth = 0; cause && depth < 5; depth++) {
-    const code = (cause as { code?: unknown }).code;
+    const code = codeOf(cause);
     if (typeof code === 'string' && /^[A-Z][A-Z_]+$/.test(code)) return code;
     if (cause instanceof AggregateError) return errorCode(cause.errors[0]);
     cause = (cause as { cause?: unknown }).cause;
@@ -177,12 +186,13 @@ const NOT_CONNECTED_CODES = new Set([
   'ENETUNREACH',
   'EADDRNOTAVAIL',
   'UND_ERR_CONNECT_TIMEOUT',
+  'BAD_PORT',
 ]);
 
 /** Whether a fetch failure happened before a connection was made (looked up along `cause`). */
 function failedToConnect(error: unknown): boolean {
   for (let cause = error, depth = 0; cause && depth < 5; depth++) {
-    const code = (cause as { code?: unknown }).code;
+    const code = codeOf(cause);
     if (typeof code === 'string' && NOT_CONNECTED_CODES.has(code)) return true;
     if (cause instanceof AggregateError)
       return cause.errors.length > 0 && cause.errors.every(failedToConnect);
