@@ -241,6 +241,22 @@ export function describeError(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
+/**
+ * How a call that may work later failed, in words an operator acts on (`could not be reached
+ * (mautic.example.com ENOTFOUND)`): for a call whose effect is no concern, such as a token call.
+ */
+export function transientFailure(error: unknown): string {
+  if (!(error instanceof MauticTransientError)) return `failed (${describeError(error)})`;
+  if (error.status !== undefined) return `answered HTTP ${error.status}`;
+  const where = error.unreached ?? 'Mautic';
+  if (error.kind === 'timeout') return `did not answer in time (${where})`;
+  if (error.kind === 'network')
+    return error.possiblyApplied
+      ? `dropped the connection (${where})`
+      : `could not be reached (${where})`;
+  return `call was ${error.kind}`;
+}
+
 /** The access token could not be had: the secret is missing, unreadable, malformed or expired. */
 export class TokenUnavailableError extends Error {
   override name = 'TokenUnavailableError';

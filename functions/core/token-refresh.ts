@@ -1,4 +1,4 @@
-import { describeError, MauticTokenError, MauticTransientError } from './errors.ts';
+import { describeError, MauticTokenError, transientFailure } from './errors.ts';
 import type { Clock, MauticTokens, MetricsSink, StoredTokens, TokenGranter } from './ports.ts';
 import {
   forcedFreshness,
@@ -30,11 +30,7 @@ export interface RefreshDeps extends TokenWriteDeps {
   sleep: (ms: number) => Promise<void>;
   /** The command that authorizes this relay again, for the log. @default "npx mautic-relay authorize" */
   authorizeCommand?: string | undefined;
-  /**
-   * What to do about a client id or secret Mautic refuses, for the log: the local stack takes
-   * its credential from its environment, not from the `credentials` command.
-   * @default 'run "npx mautic-relay credentials" with the right ones'
-   */
+  /** What to do about a refused client id or secret, for the log (the local stack's own). */
   credentialsFix?: string | undefined;
 }
 
@@ -58,8 +54,7 @@ export interface RefreshRequest {
 export type RefreshOutcome = (
   | { action: 'none'; why: 'fresh' | 'written_recently' | 'newer_stored' | 'superseded' }
   | { action: 'refreshed'; grant: 'refresh_token' | 'client_credentials' }
-  /** `detail`: what a transient failure did not reach (`mautic.example.com ENOTFOUND`). */
-  | { action: 'failed'; why: string; detail?: string }
+  | { action: 'failed'; why: string; detail?: string /* a transient failure, in words */ }
 ) & { stored?: StoredTokens };
 
 /** Kept back from the token call for storing its answer (two writes, each possibly retried). */
@@ -279,26 +274,11 @@ async function grantFailed(
     });
     return failed(token, now, deps, error.reason);
   }
-  const detail = transientDetail(error);
-  // The token call changes nothing in Mautic: whether it "possibly applied" is no concern here.
+  const detail = transientFailure(error);
   deps.logger.warn(
     `Token refresh failed: Mautic's token endpoint ${detail}; check the Mautic base URL and that Mautic answers from here. The next run tries again`,
-    { error: describeError(error) },
   );
-  return failed(token, now, deps, 'transient', detail);
-}
-
-/** What went wrong with a token call that may work later, in words an operator acts on. */
-function transientDetail(error: unknown): string {
-  if (!(error instanceof MauticTransientError)) return `failed (${describeError(error)})`;
-  if (error.status !== undefined) return `answered HTTP ${error.status}`;
-  const where = error.unreached ?? 'Mautic';
-  if (error.kind === 'timeout') return `did not answer in time (${where})`;
-  if (error.kind === 'network')
-    return error.possiblyApplied
-      ? `dropped the connection (${where})`
-      : `could not be reached (${where})`;
-  return `call was ${error.kind}`;
+  return Object.assign(failed(token, now, deps, 'transient'), { detail });
 }
 
 /** Whether `ms` more can be spent waiting and still leave the time a write needs. */
@@ -369,11 +349,10 @@ function failed(
   now: number,
   deps: RefreshDeps,
   why: string,
-  detail?: string,
 ): RefreshOutcome {
   deps.metrics.addMetric('TokenRefreshFailed', 'Count', 1);
   reportLifetimes(token, now, deps.metrics);
-  return { action: 'failed', why, ...(detail === undefined ? {} : { detail }) };
+  return { action: 'failed', why };
 }
 
 function needsAuthorize(
@@ -393,12 +372,11 @@ function needsAuthorize(
 }
 
 function fixFor(error: MauticTokenError, deps: RefreshDeps): string {
-  const authorize = deps.authorizeCommand ?? 'npx mautic-relay authorize';
   if (error.reason === 'invalid_client') {
     return `Mautic refused the client id or secret: ${deps.credentialsFix ?? 'run "npx mautic-relay credentials" with the right ones'}`;
   }
   if (error.reason === 'unauthorized_client') {
-    return `This Mautic credential may not use client_credentials (it was not created by an admin): use grantType authorization_code and run "${authorize}"`;
+    return `This Mautic credential may not use client_credentials (it was not created by an admin): use grantType authorization_code and run "${deps.authorizeCommand ?? 'npx mautic-relay authorize'}"`;
   }
   return 'Mautic refused the token request';
 }
