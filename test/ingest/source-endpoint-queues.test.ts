@@ -135,6 +135,8 @@ describe('a source on the real queues and ledger', () => {
         ),
         firstReceivedAt: new Date(NOW).toISOString(),
         deadLetteredAt: expect.any(String),
+        // Where an event's entity and action would be: the source that kept it.
+        source: STRIPE,
       },
     ]);
     const [letter] = await receiveUntil(localSqs.sqs, pair.deadLetterQueueUrl, 1, {
