@@ -1,9 +1,10 @@
 /**
  * Every interface core depends on, in one place. Implementations (the Mautic client, the AWS
- * adapters, the local stand-ins, test fakes) import from here; this module imports no
- * implementation, only plain data types.
+ * adapters, the local stand-ins, test fakes) import from here; it imports only data types.
  */
+
 import type { ContactAction } from './events.ts';
+import type { HealthState } from './health-state.ts';
 import type { EmittedMetricName, UnitOf } from './metrics.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
@@ -57,9 +58,8 @@ export interface MauticBatchApi {
   ): Promise<ItemResult[]>;
   delete(entity: string, ids: ReadonlyArray<number>, call: CallOptions): Promise<ItemResult[]>;
   /**
-   * The ids of the contacts whose `field` equals each value, exactly (never a look-alike): keyed
-   * by the value trimmed and lower-cased, every value present (an empty list when none matches).
-   * As few calls as Mautic's request-line limit allows.
+   * The ids of the contacts whose `field` equals each value, exactly (never a look-alike), keyed
+   * by the value trimmed and lower-cased (`[]`: none), in as few calls as the request line allows.
    */
   findContacts(
     field: string,
@@ -95,15 +95,11 @@ export interface ActionFields {
   doNotContact?: { channel: string; reason: 0 | 1 | 2 | 3; comments?: string } | undefined;
 }
 
-/**
- * Remembers the non-idempotent actions sent to Mautic, by event (contract §2: `addPoints` at
- * most once per event). Every method throws when the store cannot be asked.
- */
+/** The non-idempotent actions sent, by event (`addPoints` at most once); throws when unreachable. */
 export interface ActionLedger {
   /**
-   * Claims the key before the call: `claimed` the first time (go ahead), `done` when a call
-   * with this key was applied, `unknown` when it was claimed before and its outcome never
-   * recorded (an answer lost, a crash): it must not be sent again blindly.
+   * Claims the key before the call: `claimed` the first time (go ahead), `done` once applied,
+   * `unknown` when claimed before with no outcome recorded (an answer lost, a crash).
    */
   claim(key: string): Promise<'claimed' | 'done' | 'unknown'>;
   /** After the call was applied: later claims answer `done`. */
@@ -145,7 +141,7 @@ export interface TokenSource {
   accessToken(options?: { fresh?: boolean; refused?: string; waitUntil?: number }): Promise<string>;
 }
 
-/** When the stored tokens were written and when the access token expires: never the tokens. */
+/** When the stored tokens were written and the access token expires (never the tokens). */
 export interface StoredTokens {
   updatedAt: string;
   accessTokenExpiresAt: string;
@@ -173,8 +169,7 @@ export type RefreshAnswer =
 export interface RefreshRequester {
   /**
    * `staleUpdatedAt`: the `updatedAt` of the tokens the caller found unusable (`null`: none), so
-   * the refresher can skip the token call when newer ones are stored. 'busy': another run holds
-   * the refresher (reserved concurrency 1 throttled this one).
+   * the refresher can skip the call when newer ones are stored. 'busy': another run holds it.
    */
   refreshNow(
     request: { reason: string; staleUpdatedAt: string | null },
@@ -272,7 +267,6 @@ export interface DeadLetter {
   action?: string;
 }
 
-/** The queues the batch function writes to itself. */
 /**
  * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
  * past it, and what it did not do counts as failed.
@@ -302,10 +296,7 @@ export interface DeliveryQueues {
   remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]>;
 }
 
-/**
- * A source's payload the ingest could not map (contract §6), kept whole on the dead-letter queue
- * so that a redrive can map it again with the source's current mapping.
- */
+/** A source's payload the ingest could not map (contract §6), kept whole for a redrive. */
 export interface SourceDeadLetter {
   /** The letter's id, answered as `deadLettered` and shown as its `eventId`. */
   id: string;
@@ -323,6 +314,14 @@ export interface SourceDeadLetter {
 export interface SourceDeadLetterQueue {
   /** Resolves once the letter is durably queued; throws a `QueueUnavailableError` otherwise. */
   deadLetter(letter: SourceDeadLetter): Promise<void>;
+}
+
+/** Mautic's health, for every batch invocation to see: one record, written at the version read. */
+export interface HealthStore {
+  /** Undefined (version 0) before the first write. */
+  read(): Promise<{ state: HealthState; version: number } | undefined>;
+  /** Writes `state` as version + 1 if the stored one is still `version`; false if it is not. */
+  write(state: HealthState, version: number): Promise<boolean>;
 }
 
 // --- observability --------------------------------------------------------------------------
