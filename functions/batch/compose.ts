@@ -8,10 +8,12 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
+import { DynamoDbHealthStore } from '../adapters/dynamodb-mautic-health.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery-calls.ts';
 import { MauticApiClient } from '../core/mautic-api.ts';
+import { MauticHealth } from '../core/mautic-health.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
 import { TOKEN_POLL } from '../core/retry-policy.ts';
 import { WaitingTokenSource } from '../core/token-wait.ts';
@@ -24,7 +26,7 @@ const LAMBDA_MAX_TIMEOUT_MS = 900_000;
 export interface BatchEdges {
   secrets: SecretsManagerClient;
   sqs: SQSClient;
-  /** The de-duplication table's client, for the action ledger. */
+  /** The de-duplication table's client, for the action ledger and Mautic's shared health. */
   dynamodb: DynamoDBClient;
   /** The token refresher, run synchronously: a RequestResponse invoke in the cloud, a call locally. */
   refresher: RefreshRequester;
@@ -94,6 +96,14 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     learnedLimit: { value: undefined },
     namedPause: {},
     mauticVersion,
+    // One per container; its state is shared by every invocation through the table.
+    health: new MauticHealth({
+      store: new DynamoDbHealthStore(edges.dynamodb, config.actionLedgerTableName),
+      clock,
+      sleep,
+      logger: edges.logger,
+      settings: config.circuit,
+    }),
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       batchSize: config.batchSize,

@@ -2,6 +2,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
 import { deliverChunks } from '../core/delivery.ts';
 import type { DeliveryDeps, DeliveryOptions } from '../core/delivery-calls.ts';
+import type { MauticHealth } from '../core/mautic-health.ts';
 import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
 import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';
@@ -68,7 +69,7 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
       const started = deps.clock.now();
       // Only what the backlog has now (waiting out a window here would hold the handed messages,
       // and so their records, until the invocation ends), and only with time to deliver it.
-      const next = goOn(batch, run, started, lastBatchMs)
+      const next = goOn(batch, run, { now: started, lastBatchMs, health: deps.health })
         ? gather(run.options.batchSize, run, deps, { windowMs: 0 })
         : undefined;
       const unsettled = await deliverBatch(batch, run, deps);
@@ -94,8 +95,18 @@ type Run = ReturnType<typeof timing> & { goOnUntil: number };
  * is full), within the first half of the invocation, and with time left for two batches as long
  * as the last one took, so that the next is not gathered only to go back to the queue untried.
  */
-function goOn(batch: QueuedMessage[], run: Run, now: number, lastBatchMs: number): boolean {
+function goOn(
+  batch: QueuedMessage[],
+  run: Run,
+  {
+    now,
+    lastBatchMs,
+    health,
+  }: { now: number; lastBatchMs: number; health: MauticHealth | undefined },
+): boolean {
   if (batch.length < run.options.batchSize || run.signal.aborted) return false;
+  // Mautic failing as a whole: the batch was held for the next probe, as the next one would be.
+  if (health !== undefined && !health.closed()) return false;
   const callsUntil = run.deadline - run.options.deadlineMarginMs;
   return now < run.goOnUntil && callsUntil - now > 2 * lastBatchMs;
 }
@@ -115,6 +126,8 @@ async function deliverBatch(
   // message on its last allowed receive is already dead-lettered with its reason, not moved
   // by the queue without one.
   const early = await deadLetter(read.unreadable, deps, until);
+  // Mautic's shared health, once per batch: whether to call, probe, or hold the batch.
+  await deps.health?.refresh();
   const outcomes = await deliverChunks(
     planBatches(read.incoming, options.batchSize),
     deadline,
@@ -137,6 +150,10 @@ async function deliverBatch(
   const unsettled = new Set([...settled.retry.map((m) => m.messageId), ...notDeadLettered]);
   const letters = read.unreadable.length + settled.deadLetters.length;
   report(settled, letters - notDeadLettered.length, unsettled.size, deps);
+  if (deps.health) {
+    deps.metrics.addMetric('MauticCircuitOpen', 'Count', deps.health.closed() ? 0 : 1);
+    await deps.health.flush();
+  }
   return unsettled;
 }
 

@@ -3,11 +3,13 @@
  * metrics it leaves (ids, statuses and counts, never record contents or contact references).
  */
 
-import { ambiguousAction } from './answer-policy.ts';
+import { ambiguousAction, isUpserted } from './answer-policy.ts';
 import type { Chunk, PlannedItem } from './batch-plan.ts';
+import { callKey } from './circuit.ts';
 import { describeError } from './errors.ts';
 import type { Action } from './events.ts';
 import { type Decision, isUnexpected, type MessageOutcome } from './failure-policy.ts';
+import type { MauticHealth } from './mautic-health.ts';
 import type {
   ActionLedger,
   CallOptions,
@@ -70,6 +72,8 @@ export interface DeliveryDeps {
   namedPause?: { until?: number | undefined };
   /** Mautic's version as its last answer named it (`Mautic-Version`), for the company rule. */
   mauticVersion?: { value?: string | undefined };
+  /** Mautic's health as every invocation shares it (contract §2): no gate when absent. */
+  health?: MauticHealth;
 }
 
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
@@ -224,4 +228,65 @@ export async function deliverOnce(
     failed(applied ? 'complete' : 'release', error);
   }
   return undefined;
+}
+
+/** A call through the health gate: answered, failed, or its items held without a call. */
+export type GatedCall<T> =
+  | { kind: 'held'; outcome: MessageOutcome }
+  | { kind: 'answered'; answer: T; started: number }
+  | { kind: 'failed'; error: unknown; started: number };
+
+/**
+ * One Mautic call, admitted by Mautic's shared health first (`mautic-health.ts`): held while the
+ * circuit is open (waited for when the next probe comes within 15 s), the probe when one
+ * is due, in a slot while paced; what its answer or failure says of Mautic is recorded for every
+ * invocation. `leaseUntil`: when the call is aborted at the latest.
+ */
+export async function gatedCall<T>(
+  { health, clock }: Pick<DeliveryDeps, 'health' | 'clock'>,
+  call: {
+    items: ReadonlyArray<PlannedItem>;
+    kind: CallKind;
+    /** No call starts after this; a wait in the invocation ends `maxInRunWaitMs` from now. */
+    callsUntil: number;
+    leaseUntil: number;
+  },
+  send: () => Promise<T>,
+): Promise<GatedCall<T>> {
+  const waitUntil = Math.min(call.callsUntil, clock.now() + IN_CALL_RETRY.maxInRunWaitMs);
+  const admission = await health?.admit({ waitUntil, leaseUntil: call.leaseUntil });
+  if (admission?.kind === 'hold') return { kind: 'held', outcome: admission.outcome };
+  const ticket = admission?.ticket;
+  const started = clock.now();
+  try {
+    const answer = await send();
+    // A lookup's time says nothing of the time per item of a write.
+    const items = call.kind === 'lookup' ? 0 : call.items.length;
+    if (health && ticket) await health.answered(ticket, { items, ms: clock.now() - started });
+    return { kind: 'answered', answer, started };
+  } catch (error) {
+    const key = callKey(call.items.flatMap((item) => item.messageIds));
+    if (health && ticket) await health.failed(ticket, key, error);
+    return { kind: 'failed', error, started };
+  }
+}
+
+/**
+ * While Mautic's circuit is not closed, a call of several items is first made with one alone, the
+ * probe (contract §2: one small call): an item that is safe to send again (not a create Mautic
+ * might double unseen), else the first; then the rest. Undefined when the call may go whole.
+ */
+export function probeItem(
+  { health, mauticVersion }: Pick<DeliveryDeps, 'health' | 'mauticVersion'>,
+  chunk: Chunk,
+  items: ReadonlyArray<PlannedItem>,
+): { probe: PlannedItem; rest: PlannedItem[] } | undefined {
+  if (items.length < 2 || health === undefined || health.closed()) return undefined;
+  const probe =
+    items.find(
+      (item) =>
+        chunk.action !== 'create' || isUpserted(chunk.entity, item.payload, mauticVersion?.value),
+    ) ?? items[0];
+  if (probe === undefined) return undefined;
+  return { probe, rest: items.filter((item) => item !== probe) };
 }

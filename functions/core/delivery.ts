@@ -14,7 +14,9 @@ import {
   type DeliveryDeps,
   type DeliveryOptions,
   deliverOnce,
+  gatedCall,
   MAX_WAITS_PER_CALL,
+  probeItem,
   recordCall,
   recordLookup,
   sendChunk,
@@ -42,8 +44,8 @@ import type { ItemResult } from './ports.ts';
  * this module carries it out: order per record (an item that must follow an event left to the
  * queue goes back untried), merged items refused as invalid sent again event by event, creates
  * Mautic may have applied unseen never sent again, a time Mautic named waited for, a repeated
- * 5xx narrowed down to its item. Contacts named by `match` are resolved chunk by chunk with one
- * lookup for what the run still needs (contact-refs.ts); actions go in bulk where Mautic can.
+ * 5xx narrowed down to its item, every call past Mautic's shared health (`gatedCall`). Contacts
+ * by `match` are resolved chunk by chunk (contact-refs.ts); actions go in bulk where Mautic can.
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -174,6 +176,11 @@ class DeliveryRun {
 
   /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
   async #deliverItems(chunk: Chunk, items: PlannedItem[], kind: CallKind = 'write'): Promise<void> {
+    const probing = probeItem(this.#deps, chunk, items);
+    if (probing !== undefined) {
+      await this.#deliverItems(chunk, [probing.probe], kind);
+      return this.#deliverItems(chunk, probing.rest, kind);
+    }
     const attempt = await this.#attempt(chunk, items, this.#send(chunk, items), kind);
     if (attempt.kind === 'split') {
       if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
@@ -206,15 +213,15 @@ class DeliveryRun {
         return undefined;
       },
       settle: (part, failure) => this.#settle(part, failure),
+      outage: () => this.#deps.health?.holding(),
     });
   }
 
   /**
-   * Makes one call until it is answered or the failure policy settles the items (or splits
-   * them, or has them narrowed down). A `once` call is not idempotent, so a failure that may
-   * have been applied settles the items as `ambiguous_result` instead of calling again; a
-   * `lookup` refused is never the events' fault, so it sends them back to the queue rather than
-   * to the dead letters. A time Mautic named is waited for here when it is near (`wait`).
+   * Makes one call until it is answered or the failure policy settles the items (or splits or
+   * narrows them). A `once` call is not idempotent: a failure that may have been applied settles
+   * its items `ambiguous_result`; a `lookup` refused is never the events' fault: back to the
+   * queue, not the dead letters. A time Mautic named is waited for here when near (`wait`).
    */
   async #attempt<T>(
     chunk: Chunk,
@@ -237,43 +244,41 @@ class DeliveryRun {
         return this.#settled(items, stopped.kind === 'wait' ? this.#waitedOut() : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
-      const started = this.#deps.clock.now();
-      try {
-        return { kind: 'answered', answer: await send(accessToken), items, started };
-      } catch (error) {
-        recordCall(this.#deps, chunk, items, started, error, this.#limit());
-        if (kind === 'once' && !surelyNotApplied(error)) {
-          return this.#settled(
-            items,
-            ambiguousAction(chunk.action, `its answer cannot tell (${describeError(error)})`),
-          );
-        }
-        items = this.#setAsideUnrepeatable(chunk, items, error);
-        if (items.length === 0) return { kind: 'settled' };
-        const situation = this.#situation(chunk, {
-          items: items.length,
-          attempt,
-          token,
-          narrowing,
-        });
-        const decision = decideAfterFailure(error, situation);
-        if (decision.kind === 'renew_token') {
-          if (decision.token === 'refused') refused = accessToken;
-          token = decision.token;
-        } else if (decision.kind === 'call_again') {
-          await this.#deps.sleep(decision.afterMs);
-          attempt++;
-        } else if (decision.kind === 'wait') {
-          // Counted: a time named that is already past must not loop the call.
-          if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, this.#waitedOut());
-          this.#pause(decision.halt);
-        } else if (decision.kind === 'split' || decision.kind === 'narrow') {
-          return decision.kind === 'split'
-            ? { kind: 'split', decision, items }
-            : { kind: 'narrow', outcome: decision.outcome, items };
-        } else {
-          return this.#carryOut(decision, items, kind);
-        }
+      const call = await gatedCall(
+        this.#deps,
+        { items, kind, callsUntil: this.#callsUntil(), leaseUntil: this.#deadline },
+        () => send(accessToken),
+      );
+      if (call.kind === 'held') return this.#settled(items, call.outcome);
+      if (call.kind === 'answered') return { ...call, items };
+      const { error, started } = call;
+      recordCall(this.#deps, chunk, items, started, error, this.#limit());
+      if (kind === 'once' && !surelyNotApplied(error)) {
+        return this.#settled(
+          items,
+          ambiguousAction(chunk.action, `its answer cannot tell (${describeError(error)})`),
+        );
+      }
+      items = this.#setAsideUnrepeatable(chunk, items, error);
+      if (items.length === 0) return { kind: 'settled' };
+      const situation = this.#situation(chunk, { items: items.length, attempt, token, narrowing });
+      const decision = decideAfterFailure(error, situation);
+      if (decision.kind === 'renew_token') {
+        if (decision.token === 'refused') refused = accessToken;
+        token = decision.token;
+      } else if (decision.kind === 'call_again') {
+        await this.#deps.sleep(decision.afterMs);
+        attempt++;
+      } else if (decision.kind === 'wait') {
+        // Counted: a time named that is already past must not loop the call.
+        if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, this.#waitedOut());
+        this.#pause(decision.halt);
+      } else if (decision.kind === 'split' || decision.kind === 'narrow') {
+        return decision.kind === 'split'
+          ? { kind: 'split', decision, items }
+          : { kind: 'narrow', outcome: decision.outcome, items };
+      } else {
+        return this.#carryOut(decision, items, kind);
       }
     }
   }

@@ -5,10 +5,9 @@
 import * as z from 'zod';
 
 const circuitNames = ['closed', 'open', 'half_open'] as const;
-export type CircuitName = (typeof circuitNames)[number];
 
 /** The shared state, as stored (its schema checks what a store hands back). */
-export const healthStateSchema = z.object({
+const healthStateSchema = z.object({
   circuit: z.enum(circuitNames),
   /** When the circuit entered this state (epoch ms). */
   since: z.number(),

@@ -202,6 +202,11 @@ export class MauticHealth implements CallTimes {
     }
   }
 
+  /** While the circuit is not closed, what items not sent get: back at the next probe. */
+  holding(): (MessageOutcome & { kind: 'retry' }) | undefined {
+    return this.closed() ? undefined : this.#held();
+  }
+
   /** The outcome of items held while the circuit is not closed: back at the next probe. */
   #held(): MessageOutcome & { kind: 'retry' } {
     const state = this.#known.state;

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { type CircuitSettings, circuitSettings } from '../core/circuit.ts';
 import { ConfigError } from '../core/errors.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/events.ts';
 import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
@@ -33,20 +34,17 @@ export const ENV = {
   RETRY_MAX_DELAY_SECONDS: 'RETRY_MAX_DELAY_SECONDS',
   RETRY_HORIZON_SECONDS: 'RETRY_HORIZON_SECONDS',
   MAX_RECEIVE_COUNT: 'MAX_RECEIVE_COUNT',
+  MAX_CONCURRENCY: 'MAX_CONCURRENCY',
+  CIRCUIT_PROBE_BASE_SECONDS: 'CIRCUIT_PROBE_BASE_SECONDS',
+  CIRCUIT_PROBE_MAX_SECONDS: 'CIRCUIT_PROBE_MAX_SECONDS',
   SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
 } as const;
 
-/**
- * Every default of the functions' settings, in one place: the functions, the local stack and the
- * operator commands read them from here.
- */
+/** Every default of the functions' settings, read by the functions, local stack and CLI. */
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
-  /**
-   * How long the batch function gathers events from the queue before it delivers them: the
-   * event source hands it at most 10 from the FIFO queue, it receives the rest itself.
-   */
+  /** How long the batch function gathers events beyond the event source's 10 (FIFO). */
   batchWindowSeconds: 1,
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
@@ -65,13 +63,13 @@ export const DEFAULTS = Object.freeze({
   retryMaxDelaySeconds: 900,
   /** A day, like EventBridge's retry limit. */
   retryHorizonSeconds: 86_400,
+  maxConcurrency: 2, // the event source's concurrent invocations (cdk.json's `maxConcurrency`)
 });
 
 /**
- * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
- * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and
- * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
- * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
+ * The default of `ENTITIES`: the standard entities with batch writes under a one-word path (not
+ * `campaigns/events`, read only, nor `fields/{object}`, `points/triggers`, `points/groups`, which
+ * an event's `entity` cannot name); `focus` and `tweets` come with Mautic's bundled plugins.
  */
 export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
   'contacts',
@@ -104,9 +102,8 @@ export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
 
 /**
- * The de-duplication table's shape, shared by the ingest, the stack and the local store: its
- * partition key and TTL attribute (the names Powertools idempotency writes), and the `event` of
- * the log line the ingest writes when the table fails, which the stack's alarm counts.
+ * The de-duplication table's key and TTL attribute (as Powertools idempotency writes them), and
+ * the `event` of the ingest's log line when the table fails (the stack's alarm counts it).
  */
 export const DEDUP_TABLE_KEY = 'id';
 export const DEDUP_TTL_ATTRIBUTE = 'expiration';
@@ -132,8 +129,7 @@ const batchSchema = z.object({
   [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
   [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
   [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-  // Unset: a Mautic call may take the invocation's time less its deadline margin (a slow Mautic
-  // takes many seconds for 200 contacts; a fixed 10 s would retry, or doubt, calls that worked).
+  // Unset: a call may take the invocation's time less its margin (a slow Mautic takes seconds).
   [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
   [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
@@ -142,8 +138,10 @@ const batchSchema = z.object({
   [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
   [ENV.RETRY_HORIZON_SECONDS]: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
   [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
-  // The action ledger lives in the de-duplication table, which the stack makes whatever the
-  // ingest's window: the batch function needs it even with de-duplication off.
+  [ENV.MAX_CONCURRENCY]: integer(1, 1000, DEFAULTS.maxConcurrency),
+  [ENV.CIRCUIT_PROBE_BASE_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
+  [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
+  // The action ledger's and Mautic's health's table, made even with de-duplication off.
   [ENV.DEDUP_TABLE_NAME]: required,
 });
 
@@ -163,14 +161,12 @@ export interface BatchConfig {
   tokenCacheSeconds: number;
   maxDelaySeconds: number;
   retry: RetryPolicy;
-  /** The table of the action ledger (`addPoints` at most once): the de-duplication table. */
+  circuit: CircuitSettings;
+  /** The table of the action ledger (`addPoints` at most once) and of Mautic's health. */
   actionLedgerTableName: string;
 }
 
-/**
- * Reads and checks the batch function's environment once, at cold start. Throws a
- * `ConfigError` naming every missing or invalid variable (never its value).
- */
+/** Reads the batch function's environment at cold start; a `ConfigError` names what is wrong. */
 export function loadBatchConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<BatchConfig> {
@@ -192,6 +188,13 @@ export function loadBatchConfig(
       maxDelaySeconds: values.RETRY_MAX_DELAY_SECONDS,
       horizonSeconds: values.RETRY_HORIZON_SECONDS,
       maxReceiveCount: values.MAX_RECEIVE_COUNT,
+    }),
+    circuit: circuitSettings({
+      probeBaseSeconds: values.CIRCUIT_PROBE_BASE_SECONDS,
+      probeMaxSeconds: values.CIRCUIT_PROBE_MAX_SECONDS,
+      retryBaseSeconds: values.RETRY_BASE_SECONDS,
+      maxConcurrency: values.MAX_CONCURRENCY,
+      deliveryConcurrency: values.DELIVERY_CONCURRENCY,
     }),
     actionLedgerTableName: values.DEDUP_TABLE_NAME,
   });
@@ -226,9 +229,8 @@ export const entityList = commaList
   .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
 
 /**
- * `CONTACT_MATCH_FIELDS`: comma-separated contact field aliases an event may `match` on
- * (contract §5). `email` is always allowed, listed or not: Mautic keeps it unique by itself, and
- * the contract's default is `email`.
+ * `CONTACT_MATCH_FIELDS`: contact field aliases an event may `match` on (contract §5); `email`
+ * always, listed or not (Mautic keeps it unique by itself, and it is the contract's default).
  */
 export const contactMatchFieldList = commaList
   .pipe(
@@ -300,9 +302,8 @@ export interface IngestConfig {
   dedupWindowSeconds: number;
   dedupTableName: string | undefined;
   /**
-   * The cloud's sources (contract §6): the document as JSON text, without secrets, and the prefix
-   * of each source's secret name in Secrets Manager. Undefined: none (or, locally, the local
-   * stack's SOURCES_FILE, which the ingest thread reads itself).
+   * The cloud's sources (contract §6): the document (JSON, no secrets) and its secrets' name
+   * prefix. Undefined: none (or, locally, SOURCES_FILE, which the ingest thread reads itself).
    */
   sources: { document: string; secretPrefix: string } | undefined;
   /** Where a source's payload that cannot be mapped is kept (contract §6); needed with sources. */
@@ -370,9 +371,8 @@ export function loadRefreshConfig(
 }
 
 /**
- * The Secrets Manager names of one environment's secrets, shared by the stack and the operator
- * commands: the Mautic credential, the tokens, the ingest's webhook secrets and API keys, and the
- * prefix of each source's secret (`sourceSecretName`).
+ * The Secrets Manager names of one environment's secrets (the stack's and the CLI's): the Mautic
+ * credential, the tokens, the sender credentials and each source's prefix (`sourceSecretName`).
  */
 export function secretNames(environment: string): {
   client: string;

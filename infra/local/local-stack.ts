@@ -58,6 +58,9 @@ const localSchema = z
     RETRY_MAX_DELAY_SECONDS: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
     RETRY_HORIZON_SECONDS: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
     MAX_CONCURRENCY: integer(1, 20, 2),
+    // Unset: derived from the retry settings, as in the cloud (docs/configuration.md).
+    CIRCUIT_PROBE_BASE_SECONDS: integer(1, 600, 0),
+    CIRCUIT_PROBE_MAX_SECONDS: integer(1, 600, 0),
     VISIBILITY_TIMEOUT_SECONDS: integer(1, 43_200, 30),
     BATCH_TIMEOUT_SECONDS: integer(1, 900, 10),
     REFRESH_INTERVAL_SECONDS: integer(1, 86_400, 300),
@@ -261,6 +264,13 @@ async function start(
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(config.RETRY_MAX_DELAY_SECONDS),
       [ENV.RETRY_HORIZON_SECONDS]: String(config.RETRY_HORIZON_SECONDS),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
+      [ENV.MAX_CONCURRENCY]: String(config.MAX_CONCURRENCY),
+      ...(config.CIRCUIT_PROBE_BASE_SECONDS
+        ? { [ENV.CIRCUIT_PROBE_BASE_SECONDS]: String(config.CIRCUIT_PROBE_BASE_SECONDS) }
+        : {}),
+      ...(config.CIRCUIT_PROBE_MAX_SECONDS
+        ? { [ENV.CIRCUIT_PROBE_MAX_SECONDS]: String(config.CIRCUIT_PROBE_MAX_SECONDS) }
+        : {}),
       [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
     }),
     {
