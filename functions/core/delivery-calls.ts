@@ -79,8 +79,13 @@ export interface DeliveryDeps {
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
 export const MAX_WAITS_PER_CALL = 3;
 
-/** A call that waited for Mautic's named time as often as it may: back to the queue. */
-export const WAITED_OUT: MessageOutcome = Object.freeze({ kind: 'retry', reason: 'rate_limited' });
+/** A call that waited for Mautic's named time as often as it may: back then, via the queue. */
+export function waitedOut(halt: { rateLimitedUntil?: number | undefined }): MessageOutcome {
+  const notBefore = halt.rateLimitedUntil;
+  return notBefore === undefined
+    ? { kind: 'retry', reason: 'rate_limited' }
+    : { kind: 'retry', reason: 'rate_limited', notBefore };
+}
 
 /** How a call may be repeated: a write, a non-idempotent write (`addPoints`), a contact lookup. */
 export type CallKind = 'write' | 'once' | 'lookup';
@@ -250,12 +255,22 @@ export async function gatedCall<T>(
     /** No call starts after this; a wait in the invocation ends `maxInRunWaitMs` from now. */
     callsUntil: number;
     leaseUntil: number;
+    /**
+     * The delivery run's: it waits for a probe once at most. Once its items were held or its
+     * probe failed, the rest are held at once: the invocation ends soon, its events come back
+     * together at the next probe, and it never waits probe after probe.
+     */
+    run: { mayWait: boolean };
   },
   send: () => Promise<T>,
 ): Promise<GatedCall<T>> {
-  const waitUntil = Math.min(call.callsUntil, clock.now() + IN_CALL_RETRY.maxInRunWaitMs);
+  const waitMs = call.run.mayWait ? IN_CALL_RETRY.maxInRunWaitMs : 0;
+  const waitUntil = Math.min(call.callsUntil, clock.now() + waitMs);
   const admission = await health?.admit({ waitUntil, leaseUntil: call.leaseUntil });
-  if (admission?.kind === 'hold') return { kind: 'held', outcome: admission.outcome };
+  if (admission?.kind === 'hold') {
+    if (admission.outcome.reason === 'mautic_unavailable') call.run.mayWait = false;
+    return { kind: 'held', outcome: admission.outcome };
+  }
   const ticket = admission?.ticket;
   const started = clock.now();
   try {
@@ -267,6 +282,7 @@ export async function gatedCall<T>(
   } catch (error) {
     const key = callKey(call.items.flatMap((item) => item.messageIds));
     if (health && ticket) await health.failed(ticket, key, error);
+    if (ticket?.probe) call.run.mayWait = false;
     return { kind: 'failed', error, started };
   }
 }

@@ -20,7 +20,7 @@ import {
   recordCall,
   recordLookup,
   sendChunk,
-  WAITED_OUT,
+  waitedOut,
 } from './delivery-calls.ts';
 import { describeError } from './errors.ts';
 import {
@@ -76,6 +76,7 @@ class DeliveryRun {
   /** The records of items left to the queue: later items that must follow them wait. */
   readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
   readonly #halt: RunHalt = {};
+  readonly #gate = { mayWait: true };
   readonly #refs: ContactReferences;
   readonly #deadline: number;
   readonly #deps: DeliveryDeps;
@@ -241,12 +242,18 @@ class DeliveryRun {
         continue;
       }
       if (stopped)
-        return this.#settled(items, stopped.kind === 'wait' ? this.#waitedOut() : stopped);
+        return this.#settled(items, stopped.kind === 'wait' ? waitedOut(this.#halt) : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
       const call = await gatedCall(
         this.#deps,
-        { items, kind, callsUntil: this.#callsUntil(), leaseUntil: this.#deadline },
+        {
+          items,
+          kind,
+          callsUntil: this.#callsUntil(),
+          leaseUntil: this.#deadline,
+          run: this.#gate,
+        },
         () => send(accessToken),
       );
       if (call.kind === 'held') return this.#settled(items, call.outcome);
@@ -271,7 +278,7 @@ class DeliveryRun {
         attempt++;
       } else if (decision.kind === 'wait') {
         // Counted: a time named that is already past must not loop the call.
-        if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, this.#waitedOut());
+        if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, waitedOut(this.#halt));
         this.#pause(decision.halt);
       } else if (decision.kind === 'split' || decision.kind === 'narrow') {
         return decision.kind === 'split'
@@ -300,14 +307,6 @@ class DeliveryRun {
     const named = this.#deps.namedPause;
     if (named && halt.rateLimitedUntil !== undefined)
       named.until = Math.max(named.until ?? 0, halt.rateLimitedUntil);
-  }
-
-  /** A call that waited for Mautic's named time as often as it may: back then, via the queue. */
-  #waitedOut(): MessageOutcome {
-    const notBefore = this.#halt.rateLimitedUntil;
-    return notBefore === undefined
-      ? WAITED_OUT
-      : { kind: 'retry', reason: 'rate_limited', notBefore };
   }
 
   #settled(items: PlannedItem[], outcome: MessageOutcome): Attempt<never> {
