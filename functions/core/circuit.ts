@@ -221,7 +221,11 @@ export function recordCallTime(
     return { ...next, allowance: Math.max(1, Math.floor(allowance / 2)), pacedAt: call.at };
   }
   if (recent <= RECOVERED_FACTOR * usual && allowance < settings.ceiling) {
-    return { ...next, allowance: allowance + 1, pacedAt: call.at };
+    // Back at the ceiling: not paced any more, no slots taken.
+    if (allowance + 1 < settings.ceiling)
+      return { ...next, allowance: allowance + 1, pacedAt: call.at };
+    const { allowance: _, ...unpaced } = next;
+    return { ...unpaced, pacedAt: call.at };
   }
   return next;
 }

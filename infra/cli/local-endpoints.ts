@@ -29,6 +29,9 @@ const endpointsSchema = z.looseObject({
   secretsEndpoint: z.string(),
   tokenSecretId: z.string(),
   clientSecretId: z.string().optional(),
+  /** dynalite and its de-duplication table, which holds Mautic's shared health (`status`). */
+  dynamodbEndpoint: z.string().optional(),
+  dedupTableName: z.string().optional(),
   /** The local stack's control endpoint (`POST /refresh` runs the refresher now). */
   controlUrl: z.string().optional(),
   /** Absent in files written before the senders commands: the local stack's fixed name. */

@@ -1,5 +1,8 @@
 import { GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { HEALTH_ITEM_KEY, parseHealthState } from '../../functions/core/health-state.ts';
+import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
 import { queueAttributes } from './dead-letters.ts';
 import type { Target } from './target.ts';
 
@@ -22,14 +25,33 @@ export interface Status {
   };
   /** Beyond the contract's shape: the CloudWatch dashboard of an environment, else null. */
   dashboardUrl: string | null;
+  /** An extension of the contract's shape: Mautic's health as every batch invocation sees it. */
+  mautic: MauticStatus;
+}
+
+/** Mautic's shared health (docs/delivery.md, "Mautic's health"); unknown values are null. */
+export interface MauticStatus {
+  circuit: 'closed' | 'open' | 'half_open' | null;
+  /** When the circuit entered that state. */
+  since: string | null;
+  /** Open: when the next probe goes, and the events held come back. */
+  nextProbeAt: string | null;
+  /** Mautic's recent and usual time per item of a call, in ms. */
+  recentMsPerItem: number | null;
+  usualMsPerItem: number | null;
+  /** Calls in flight allowed across invocations while Mautic is slow; null: not paced. */
+  callsInFlightAllowed: number | null;
+  /** The last failure that said Mautic is down, while the circuit is not closed. */
+  lastFailure: string | null;
 }
 
 export async function collectStatus(target: Target, now: () => number): Promise<Status> {
-  const [queue, dead, token, oldest] = await Promise.all([
+  const [queue, dead, token, oldest, mautic] = await Promise.all([
     queueAttributes(target.sqs, target.eventsQueueUrl),
     queueAttributes(target.sqs, target.deadLetterQueueUrl),
     tokenTimes(target, now()),
     oldestAgeSeconds(target, now()),
+    mauticHealth(target),
   ]);
   return {
     ingestUrl: target.ingestUrl,
@@ -42,6 +64,33 @@ export async function collectStatus(target: Target, now: () => number): Promise<
     deadLetters: { count: dead.visible + dead.inFlight + dead.delayed },
     token,
     dashboardUrl: target.dashboardUrl,
+    mautic,
+  };
+}
+
+/** Mautic's shared health, read from its item in the de-duplication table (one GetItem). */
+async function mauticHealth(target: Target): Promise<MauticStatus> {
+  const { Item } = target.table
+    ? await target.table.dynamodb.send(
+        new GetItemCommand({
+          TableName: target.table.name,
+          Key: { [DEDUP_TABLE_KEY]: { S: HEALTH_ITEM_KEY } },
+        }),
+      )
+    : { Item: undefined };
+  // No item yet: no batch has found Mautic failing since the table was made.
+  const state = Item === undefined ? undefined : parseHealthState(Item.state?.S);
+  const time = (at: number | undefined) => (at === undefined ? null : new Date(at).toISOString());
+  const round = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
+  const circuit = state?.circuit ?? (target.table && Item === undefined ? 'closed' : null);
+  return {
+    circuit,
+    since: time(state?.since),
+    nextProbeAt: state?.circuit === 'open' ? time(state.nextProbeAt) : null,
+    recentMsPerItem: round(state?.msPerItem),
+    usualMsPerItem: round(state?.usualMsPerItem),
+    callsInFlightAllowed: state?.allowance ?? null,
+    lastFailure: state?.circuit === 'closed' ? null : (state?.lastFailure?.message ?? null),
   };
 }
 
@@ -134,6 +183,25 @@ export function statusLines(status: Status, target: Target): string[] {
     `  last refresh:   ${token.updatedAt ?? 'never'}`,
     `  Mautic version: ${token.mauticVersion ?? 'unknown (Mautic has not said yet)'}`,
   ];
+  lines.push(`  Mautic health:  ${mauticLine(status.mautic)}`);
   if (status.dashboardUrl) lines.push(`  dashboard:      ${status.dashboardUrl}`);
   return lines;
+}
+
+/** "circuit open since …, next probe …; 12.3 ms per item (usual 10.1); …", for people. */
+function mauticLine(mautic: MauticStatus): string {
+  if (mautic.circuit === null) return 'unknown';
+  const circuit =
+    mautic.circuit === 'closed'
+      ? 'circuit closed (calls go)'
+      : `circuit ${mautic.circuit === 'open' ? 'OPEN' : 'half-open (probing)'} since ${mautic.since}${mautic.nextProbeAt ? `, next probe ${mautic.nextProbeAt}` : ''}${mautic.lastFailure ? ` (last failure: ${mautic.lastFailure})` : ''}`;
+  const pace =
+    mautic.recentMsPerItem === null
+      ? 'no call time yet'
+      : `${mautic.recentMsPerItem} ms per item recently (usual ${mautic.usualMsPerItem})`;
+  const paced =
+    mautic.callsInFlightAllowed === null
+      ? ''
+      : `; calls in flight paced to ${mautic.callsInFlightAllowed}`;
+  return `${circuit}; ${pace}${paced}`;
 }

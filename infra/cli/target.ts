@@ -1,5 +1,6 @@
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { SetupError } from './errors.ts';
@@ -21,6 +22,8 @@ export interface Target {
   secrets: SecretsManagerClient;
   /** For the oldest event's age, which only CloudWatch knows; none locally. */
   cloudwatch: CloudWatchClient | undefined;
+  /** The de-duplication table, which holds Mautic's shared health (`status`); unknown: none. */
+  table?: { dynamodb: DynamoDBClient; name: string };
 }
 
 /** The stack of environment NAME, as infra/aws/app.ts names it. */
@@ -34,6 +37,7 @@ export const OUTPUTS = {
   tokenSecretName: 'TokenSecretName',
   webhookSecretName: 'WebhookSecretName',
   dashboardName: 'DashboardName',
+  dedupTableName: 'DedupTableName',
   ingestFunctionName: 'IngestFunctionName',
 } as const;
 
@@ -80,6 +84,7 @@ export async function environmentTarget(environment: string): Promise<Target> {
   const region = await cloudFormation.config.region();
   cloudFormation.destroy();
   const dashboard = outputs.get(OUTPUTS.dashboardName);
+  const table = outputs.get(OUTPUTS.dedupTableName);
   return {
     name: environment,
     local: false,
@@ -94,6 +99,7 @@ export async function environmentTarget(environment: string): Promise<Target> {
     sqs: new SQSClient({}),
     secrets: new SecretsManagerClient({}),
     cloudwatch: new CloudWatchClient({}),
+    ...(table === undefined ? {} : { table: { dynamodb: new DynamoDBClient({}), name: table } }),
   };
 }
 
@@ -124,6 +130,14 @@ export function localTarget(env: Readonly<Record<string, string | undefined>>): 
     sqs: new SQSClient({ ...local, endpoint: endpoints.sqsEndpoint }),
     secrets: new SecretsManagerClient({ ...local, endpoint: endpoints.secretsEndpoint }),
     cloudwatch: undefined,
+    ...(endpoints.dynamodbEndpoint === undefined || endpoints.dedupTableName === undefined
+      ? {}
+      : {
+          table: {
+            dynamodb: new DynamoDBClient({ ...local, endpoint: endpoints.dynamodbEndpoint }),
+            name: endpoints.dedupTableName,
+          },
+        }),
   };
 }
 
@@ -132,4 +146,5 @@ export function closeTarget(target: Target): void {
   target.sqs.destroy();
   target.secrets.destroy();
   target.cloudwatch?.destroy();
+  target.table?.dynamodb.destroy();
 }

@@ -401,6 +401,8 @@ async function start(
       queueUrl: queues.queueUrl,
       deadLetterQueueUrl: queues.deadLetterQueueUrl,
       secretsEndpoint: secretsFake.endpoint,
+      dynamodbEndpoint: dedup.endpoint,
+      dedupTableName: dedup.tableName,
       tokenSecretId: ids.tokenSecretId,
       clientSecretId: ids.clientSecretId,
       webhookSecretId: names.webhook,
