@@ -288,16 +288,19 @@ export async function gatedCall<T>(
 }
 
 /**
- * While Mautic's circuit is not closed, a call of several items is first made with one alone, the
- * probe (contract §2: one small call): an item that is safe to send again (not a create Mautic
- * might double unseen), else the first; then the rest. Undefined when the call may go whole.
+ * While Mautic's circuit is open, a call of several items is first made with one alone, the probe
+ * (contract §2: one small call): an item that is safe to send again (not a create Mautic might
+ * double unseen), else the first; then the rest. Undefined when the call may go whole (closed, or
+ * another call probing: it waits for that one's answer).
  */
 export function probeItem(
   { health, mauticVersion }: Pick<DeliveryDeps, 'health' | 'mauticVersion'>,
   chunk: Chunk,
   items: ReadonlyArray<PlannedItem>,
 ): { probe: PlannedItem; rest: PlannedItem[] } | undefined {
-  if (items.length < 2 || health === undefined || health.closed()) return undefined;
+  // While another call probes, the whole call waits for its answer instead.
+  if (items.length < 2 || health === undefined || health.closed() || health.probing())
+    return undefined;
   const probe =
     items.find(
       (item) =>

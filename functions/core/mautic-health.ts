@@ -97,6 +97,12 @@ export class MauticHealth implements CallTimes {
     return this.#known.state.circuit === 'closed';
   }
 
+  /** Whether a probe is in flight (this container's, or another's whose lease holds). */
+  probing(): boolean {
+    const { circuit, probe } = this.#known.state;
+    return this.#probing || (circuit === 'half_open' && (probe?.until ?? 0) > this.#clock.now());
+  }
+
   recentMsPerItem(): number | undefined {
     return this.#known.state.msPerItem;
   }
