@@ -240,21 +240,28 @@ export function paced(state: HealthState, settings: CircuitSettings): boolean {
 }
 
 /**
- * Takes a slot for a call while paced: undefined when every slot allowed is held by a call whose
- * lease has not ended. Ended leases (a crashed invocation's) are dropped.
+ * A call's turn while paced: it takes a slot (held until `until`) when fewer than the calls
+ * allowed hold one and no call waits before it; else it joins the queue (until `waitUntil`, when
+ * it gives up) and waits its turn: first come, first served, so that an invocation going from
+ * call to call cannot keep the slot from another. Ended leases and waits (a crashed
+ * invocation's) are dropped. Undefined: nothing to change (still waiting).
  */
 export function takeSlot(
   state: HealthState,
-  holder: string,
-  now: number,
-  until: number,
+  call: { holder: string; now: number; until: number; waitUntil: number },
   settings: CircuitSettings,
 ): HealthState | undefined {
+  const { holder, now } = call;
   const live = Object.entries(state.slots).filter(([, end]) => end > now);
-  if (live.length >= Math.min(state.allowance ?? settings.ceiling, settings.ceiling)) {
-    return undefined;
+  const queue = (state.queue ?? []).filter((waiting) => waiting.until > now);
+  const first = queue[0]?.holder ?? holder;
+  const allowed = Math.min(state.allowance ?? settings.ceiling, settings.ceiling);
+  if (live.length < allowed && first === holder) {
+    const slots = { ...Object.fromEntries(live), [holder]: call.until };
+    return { ...state, slots, queue: queue.filter((waiting) => waiting.holder !== holder) };
   }
-  return { ...state, slots: { ...Object.fromEntries(live), [holder]: until } };
+  if (queue.some((waiting) => waiting.holder === holder)) return undefined;
+  return { ...state, queue: [...queue, { holder, until: call.waitUntil }] };
 }
 
 export function releaseSlot(state: HealthState, holder: string): HealthState {

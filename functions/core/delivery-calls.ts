@@ -266,7 +266,11 @@ export async function gatedCall<T>(
 ): Promise<GatedCall<T>> {
   const waitMs = call.run.mayWait ? IN_CALL_RETRY.maxInRunWaitMs : 0;
   const waitUntil = Math.min(call.callsUntil, clock.now() + waitMs);
-  const admission = await health?.admit({ waitUntil, leaseUntil: call.leaseUntil });
+  const admission = await health?.admit({
+    waitUntil,
+    leaseUntil: call.leaseUntil,
+    items: call.items.length,
+  });
   if (admission?.kind === 'hold') {
     if (admission.outcome.reason === 'mautic_unavailable') call.run.mayWait = false;
     return { kind: 'held', outcome: admission.outcome };

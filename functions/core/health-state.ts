@@ -30,6 +30,8 @@ const healthStateSchema = z.object({
   pacedAt: z.number().optional(),
   /** While paced: each call in flight by its holder, with the end of its lease. */
   slots: z.record(z.string(), z.number()),
+  /** While paced: the calls waiting for a slot, first come first served, each until it gives up. */
+  queue: z.array(z.object({ holder: z.string(), until: z.number() })).optional(),
 });
 export type HealthState = z.infer<typeof healthStateSchema>;
 

@@ -11,6 +11,7 @@ import {
   type CircuitSettings,
   closedHealth,
   failureSays,
+  gridAfter,
   heldUntil,
   PACE_MIN_ITEMS,
   paced,
@@ -123,7 +124,7 @@ export class MauticHealth implements CallTimes {
    * the probe (one across invocations) and is the probe. While another call probes, it waits for
    * the answer until `waitUntil`. `leaseUntil`: when the call is aborted at the latest.
    */
-  async admit(times: { waitUntil: number; leaseUntil: number }): Promise<Admission> {
+  async admit(times: { waitUntil: number; leaseUntil: number; items: number }): Promise<Admission> {
     for (;;) {
       const now = this.#clock.now();
       if (this.#known.state.circuit === 'closed') return this.#slot(times);
@@ -185,27 +186,33 @@ export class MauticHealth implements CallTimes {
     await this.#write((s) => s);
   }
 
-  /** Paced: waits (until `waitUntil`) for one of the slots allowed; else goes at once. */
-  async #slot(times: { waitUntil: number; leaseUntil: number }): Promise<Admission> {
+  /**
+   * Paced: waits its turn (until `waitUntil`, less the call's own expected time) for one of the
+   * slots allowed; else goes at once. Not served in time: back to the queue until the next point
+   * of the probe grid, not on the backoff (Mautic answers; it is only slow).
+   */
+  async #slot(times: { waitUntil: number; leaseUntil: number; items: number }): Promise<Admission> {
+    const holder = this.#holder();
+    const expected = (this.#known.state.msPerItem ?? 0) * times.items;
+    const waitUntil = times.waitUntil - expected;
     for (;;) {
       if (!paced(this.#known.state, this.settings)) return { kind: 'go', ticket: { probe: false } };
-      const holder = this.#holder();
-      const took = await this.#update((s) =>
-        paced(s, this.settings)
-          ? takeSlot(s, holder, this.#clock.now(), times.leaseUntil, this.settings)
-          : s,
-      );
-      if (took && holder in this.#known.state.slots) {
+      const call = { holder, now: this.#clock.now(), until: times.leaseUntil, waitUntil };
+      await this.#update((s) => (paced(s, this.settings) ? takeSlot(s, call, this.settings) : s));
+      if (holder in this.#known.state.slots) {
         return { kind: 'go', ticket: { probe: false, slot: holder } };
       }
-      if (took) continue;
-      if (this.#clock.now() + POLL_MS > times.waitUntil) {
-        const message = 'Mautic is slow: every call allowed in flight was busy';
-        return { kind: 'hold', outcome: { kind: 'retry', reason: 'mautic_slow', message } };
-      }
+      if (this.#clock.now() + POLL_MS > waitUntil) return { kind: 'hold', outcome: this.#slow() };
       await this.#sleep(POLL_MS);
       await this.refresh();
     }
+  }
+
+  #slow(): MessageOutcome & { kind: 'retry' } {
+    const grid = this.settings.probeBaseMs;
+    const message = 'Mautic is slow: every call allowed in flight was busy';
+    const notBefore = gridAfter(this.#clock.now(), grid);
+    return { kind: 'retry', reason: 'mautic_slow', notBefore, grid, message };
   }
 
   /** While the circuit is not closed, what items not sent get: back at the next probe. */

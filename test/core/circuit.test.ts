@@ -222,17 +222,44 @@ describe('pacing by Mautic’s call times', () => {
     expect(timed(state, 500, T0, 3)).toBe(state);
   });
 
+  const turn = (holder: string, now: number, until = now + 10_000, waitUntil = now + 5_000) => ({
+    holder,
+    now,
+    until,
+    waitUntil,
+  });
+
   it('hands out as many slots as calls allowed in flight, drops ended leases, and frees a slot on release', () => {
     const state: HealthState = { ...closedHealth(T0), allowance: 2 };
-    const one = takeSlot(state, 'a', T0, T0 + 10_000, SETTINGS) as HealthState;
-    const two = takeSlot(one, 'b', T0, T0 + 5_000, SETTINGS) as HealthState;
+    const one = takeSlot(state, turn('a', T0), SETTINGS) as HealthState;
+    const two = takeSlot(one, turn('b', T0, T0 + 5_000), SETTINGS) as HealthState;
 
-    expect(takeSlot(two, 'c', T0 + 1_000, T0 + 9_000, SETTINGS)).toBeUndefined();
-    expect(takeSlot(two, 'c', T0 + 5_000, T0 + 9_000, SETTINGS)?.slots).toEqual({
+    expect(two.slots).toEqual({ a: T0 + 10_000, b: T0 + 5_000 });
+    expect(takeSlot(two, turn('c', T0 + 5_000, T0 + 9_000), SETTINGS)?.slots).toEqual({
       a: T0 + 10_000,
       c: T0 + 9_000,
     });
-    expect(takeSlot(releaseSlot(two, 'a'), 'c', T0 + 1_000, T0 + 9_000, SETTINGS)).toBeDefined();
+    expect(takeSlot(releaseSlot(two, 'a'), turn('c', T0 + 1_000), SETTINGS)?.slots).toHaveProperty(
+      'c',
+    );
+  });
+
+  it('serves the calls waiting for a slot first come, first served, forgetting one that gave up', () => {
+    const held: HealthState = { ...closedHealth(T0), allowance: 1, slots: { a: T0 + 10_000 } };
+    const queued = takeSlot(held, turn('b', T0), SETTINGS) as HealthState;
+    expect(queued.queue).toEqual([{ holder: 'b', until: T0 + 5_000 }]);
+    expect(takeSlot(queued, turn('b', T0 + 250), SETTINGS)).toBeUndefined();
+
+    // a is done and at once wants the slot again: b waited first.
+    const released = releaseSlot(queued, 'a');
+    const again = takeSlot(released, turn('a', T0 + 300), SETTINGS) as HealthState;
+    expect(again.slots).toEqual({});
+    expect(takeSlot(again, turn('b', T0 + 400), SETTINGS)).toMatchObject({
+      slots: { b: T0 + 10_400 },
+      queue: [{ holder: 'a' }],
+    });
+    // b gave up (its wait ended) before its turn: the next one in the queue is served.
+    expect(takeSlot(again, turn('a', T0 + 5_000), SETTINGS)?.slots).toHaveProperty('a');
   });
 });
 

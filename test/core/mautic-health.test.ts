@@ -37,7 +37,7 @@ function fleet(count: number, store = new InMemoryHealthStore()) {
 
 /** A call's admission with the invocation's usual bounds: waits up to 15 s, lease for a minute. */
 const admit = (health: MauticHealth, now: number) =>
-  health.admit({ waitUntil: now + 15_000, leaseUntil: now + 60_000 });
+  health.admit({ waitUntil: now + 15_000, leaseUntil: now + 60_000, items: 1 });
 
 /** Three distinct failing calls from `health`: the circuit opens. */
 async function openCircuit(health: MauticHealth) {
@@ -55,7 +55,11 @@ describe('MauticHealth across containers', () => {
     await openCircuit(a);
 
     await b.refresh();
-    const admitted = await b.admit({ waitUntil: clock.at + 1_000, leaseUntil: clock.at + 60_000 });
+    const admitted = await b.admit({
+      waitUntil: clock.at + 1_000,
+      leaseUntil: clock.at + 60_000,
+      items: 1,
+    });
 
     expect(admitted).toEqual({
       kind: 'hold',
@@ -98,7 +102,11 @@ describe('MauticHealth across containers', () => {
     await a.failed(probe.ticket, 'p', down());
     await b.refresh();
 
-    const held = await b.admit({ waitUntil: clock.at + 1_000, leaseUntil: clock.at + 60_000 });
+    const held = await b.admit({
+      waitUntil: clock.at + 1_000,
+      leaseUntil: clock.at + 60_000,
+      items: 1,
+    });
     expect(held).toMatchObject({ kind: 'hold', outcome: { notBefore: T0 + 10_000, grid: 10_000 } });
   });
 
@@ -108,13 +116,19 @@ describe('MauticHealth across containers', () => {
     await openCircuit(a);
     clock.at = T0 + 5_000;
     // a takes the probe with a lease of 20 s, then dies: no answer ever comes.
-    expect(await a.admit({ waitUntil: clock.at, leaseUntil: clock.at + 20_000 })).toMatchObject({
+    expect(
+      await a.admit({ waitUntil: clock.at, leaseUntil: clock.at + 20_000, items: 1 }),
+    ).toMatchObject({
       kind: 'go',
       ticket: { probe: true },
     });
 
     await b.refresh();
-    const before = await b.admit({ waitUntil: clock.at + 1_000, leaseUntil: clock.at + 60_000 });
+    const before = await b.admit({
+      waitUntil: clock.at + 1_000,
+      leaseUntil: clock.at + 60_000,
+      items: 1,
+    });
     expect(before.kind).toBe('hold');
 
     clock.at = T0 + 25_000;
@@ -188,10 +202,55 @@ describe('MauticHealth while paced', () => {
 
     const first = await admit(a, clock.at);
     expect(first).toMatchObject({ kind: 'go', ticket: { slot: expect.any(String) } });
-    const second = b.admit({ waitUntil: clock.at + 5_000, leaseUntil: clock.at + 60_000 });
+    const second = b.admit({
+      waitUntil: clock.at + 5_000,
+      leaseUntil: clock.at + 60_000,
+      items: 1,
+    });
     if (first.kind === 'go') await a.answered(first.ticket, { items: 200, ms: 40_000 });
 
     expect(await second).toMatchObject({ kind: 'go', ticket: { slot: expect.any(String) } });
+  });
+
+  it('serves calls in turn: one that just released its slot waits behind a call already waiting', async () => {
+    const { store, clock, observed } = await pacedFleet();
+    // Two containers whose waits end only when the test says so.
+    const asleep: Array<() => void> = [];
+    const container = () =>
+      new MauticHealth({
+        store,
+        clock,
+        sleep: (ms) =>
+          new Promise<void>((resolve) => {
+            asleep.push(() => {
+              clock.at += ms;
+              resolve();
+            });
+          }),
+        logger: observed.logger,
+        settings: SETTINGS,
+      });
+    const [c, d] = [container(), container()];
+    await c.refresh();
+    await d.refresh();
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
+    const turn = { waitUntil: clock.at + 10_000, leaseUntil: clock.at + 60_000, items: 1 };
+
+    const first = await c.admit(turn);
+    const waiting = d.admit(turn);
+    await settle();
+    expect(asleep).toHaveLength(1);
+    if (first.kind === 'go') await c.answered(first.ticket, { items: 200, ms: 40_000 });
+    // c goes on at once with its next call: it queues behind d.
+    let next: string | undefined;
+    void c.admit(turn).then((admitted) => {
+      next = admitted.kind;
+    });
+    await settle();
+    expect(next).toBeUndefined();
+
+    asleep.shift()?.();
+    expect(await waiting).toMatchObject({ kind: 'go', ticket: { slot: expect.any(String) } });
   });
 
   it('sends the items back to the queue when no slot frees within the wait', async () => {
@@ -200,7 +259,15 @@ describe('MauticHealth while paced', () => {
     await b.refresh();
     await admit(a, clock.at);
 
-    const held = await b.admit({ waitUntil: clock.at + 1_000, leaseUntil: clock.at + 60_000 });
-    expect(held).toMatchObject({ kind: 'hold', outcome: { kind: 'retry', reason: 'mautic_slow' } });
+    const held = await b.admit({
+      waitUntil: clock.at + 1_000,
+      leaseUntil: clock.at + 60_000,
+      items: 1,
+    });
+    // Not on the backoff: Mautic answers, it is only slow; back at the next point of the grid.
+    expect(held).toMatchObject({
+      kind: 'hold',
+      outcome: { kind: 'retry', reason: 'mautic_slow', grid: 5_000, notBefore: expect.any(Number) },
+    });
   });
 });
