@@ -67,6 +67,8 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
     let lastBatchMs = 0;
     for (;;) {
       const started = deps.clock.now();
+      // Mautic's shared health, once per batch: whether to call, probe or hold it, and go on.
+      await deps.health?.refresh();
       // Only what the backlog has now (waiting out a window here would hold the handed messages,
       // and so their records, until the invocation ends), and only with time to deliver it.
       const next = goOn(batch, run, { now: started, lastBatchMs, health: deps.health })
@@ -105,8 +107,8 @@ function goOn(
   }: { now: number; lastBatchMs: number; health: MauticHealth | undefined },
 ): boolean {
   if (batch.length < run.options.batchSize || run.signal.aborted) return false;
-  // Mautic failing as a whole: the batch was held for the next probe, as the next one would be.
-  if (health !== undefined && !health.closed()) return false;
+  // Mautic failing as a whole and no probe due: the next batch would be held as this one.
+  if (health !== undefined && !health.mayCall()) return false;
   const callsUntil = run.deadline - run.options.deadlineMarginMs;
   return now < run.goOnUntil && callsUntil - now > 2 * lastBatchMs;
 }
@@ -126,8 +128,6 @@ async function deliverBatch(
   // message on its last allowed receive is already dead-lettered with its reason, not moved
   // by the queue without one.
   const early = await deadLetter(read.unreadable, deps, until);
-  // Mautic's shared health, once per batch: whether to call, probe, or hold the batch.
-  await deps.health?.refresh();
   const outcomes = await deliverChunks(
     planBatches(read.incoming, options.batchSize),
     deadline,

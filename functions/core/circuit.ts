@@ -99,7 +99,7 @@ export function gridAfter(at: number, step: number): number {
 }
 
 /** The longest probe interval the settings allow: `probeBaseMs × 2^k` within `probeMaxMs`. */
-function longestInterval({ probeBaseMs, probeMaxMs }: CircuitSettings): number {
+export function longestInterval({ probeBaseMs, probeMaxMs }: CircuitSettings): number {
   let interval = probeBaseMs;
   while (interval * 2 <= probeMaxMs) interval *= 2;
   return interval;
@@ -189,13 +189,17 @@ export function takeProbe(
 
 /**
  * When the events held while the circuit is not closed come back: open, at the next probe;
- * half-open, at the first point of the grid after the probe's lease (should the probe fail).
+ * half-open, at the probe after the one in flight should it fail (its answer comes soon).
  */
-export function heldUntil(state: HealthState, settings: CircuitSettings): number | undefined {
+export function heldUntil(
+  state: HealthState,
+  settings: CircuitSettings,
+  now: number,
+): number | undefined {
   if (state.circuit === 'open') return state.nextProbeAt;
   if (state.circuit === 'half_open') {
     const interval = state.probeIntervalMs ?? settings.probeBaseMs;
-    return gridAfter(state.probe?.until ?? 0, interval);
+    return gridAfter(now, Math.min(interval * 2, longestInterval(settings)));
   }
   return undefined;
 }

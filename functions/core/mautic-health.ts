@@ -13,6 +13,7 @@ import {
   failureSays,
   gridAfter,
   heldUntil,
+  longestInterval,
   PACE_MIN_ITEMS,
   paced,
   probeDue,
@@ -96,6 +97,11 @@ export class MauticHealth implements CallTimes {
 
   closed(): boolean {
     return this.#known.state.circuit === 'closed';
+  }
+
+  /** Whether a call may go now: the circuit is closed, or a probe is due. */
+  mayCall(): boolean {
+    return this.closed() || probeDue(this.#known.state, this.#clock.now());
   }
 
   /** Whether a probe is in flight (this container's, or another's whose lease holds). */
@@ -223,13 +229,15 @@ export class MauticHealth implements CallTimes {
   /** The outcome of items held while the circuit is not closed: back at the next probe. */
   #held(): MessageOutcome & { kind: 'retry' } {
     const state = this.#known.state;
-    const until = heldUntil(state, this.settings);
+    const until = heldUntil(state, this.settings, this.#clock.now());
     const failure = state.lastFailure;
     return {
       kind: 'retry',
       reason: 'mautic_unavailable',
       ...(until === undefined ? {} : { notBefore: until }),
-      grid: state.probeIntervalMs ?? this.settings.probeBaseMs,
+      // Held longer than the next probe (receives running short): on the coarsest probe grid,
+      // whose points are probe times whatever the interval then.
+      grid: longestInterval(this.settings),
       ...(failure?.status === undefined ? {} : { status: failure.status }),
       message: `Mautic is failing as a whole (circuit ${state.circuit} since ${new Date(state.since).toISOString()})${failure ? `: ${failure.message}` : ''}`,
     };

@@ -165,11 +165,12 @@ describe('probing', () => {
     }
   });
 
-  it('holds events until the next probe; while one probes, until the grid point after its lease', () => {
-    expect(heldUntil(open, SETTINGS)).toBe(T0 + 5_000);
-    const probing = takeProbe(open, 'x', T0 + 5_000, T0 + 13_000) as HealthState;
-    expect(heldUntil(probing, SETTINGS)).toBe(T0 + 15_000);
-    expect(heldUntil(closedHealth(T0), SETTINGS)).toBeUndefined();
+  it('holds events until the next probe; while one probes, until the probe after it should it fail', () => {
+    expect(heldUntil(open, SETTINGS, T0 + 1_000)).toBe(T0 + 5_000);
+    const probing = takeProbe(open, 'x', T0 + 5_000, T0 + 60_000) as HealthState;
+    expect(heldUntil(probing, SETTINGS, T0 + 5_100)).toBe(T0 + 10_000);
+    expect(recordFailure(probing, fail('x', T0 + 5_200), SETTINGS).nextProbeAt).toBe(T0 + 10_000);
+    expect(heldUntil(closedHealth(T0), SETTINGS, T0)).toBeUndefined();
   });
 
   it('puts grid points strictly after the time given', () => {

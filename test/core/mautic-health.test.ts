@@ -67,7 +67,7 @@ describe('MauticHealth across containers', () => {
         kind: 'retry',
         reason: 'mautic_unavailable',
         notBefore: T0 + 5_000,
-        grid: 5_000,
+        grid: 40_000,
         status: 503,
       }),
     });
@@ -107,7 +107,8 @@ describe('MauticHealth across containers', () => {
       leaseUntil: clock.at + 60_000,
       items: 1,
     });
-    expect(held).toMatchObject({ kind: 'hold', outcome: { notBefore: T0 + 10_000, grid: 10_000 } });
+    // Back at the next probe; held longer (receives running short), on the coarsest probe grid.
+    expect(held).toMatchObject({ kind: 'hold', outcome: { notBefore: T0 + 10_000, grid: 40_000 } });
   });
 
   it('lets another container probe once a prober that died has let its lease run out', async () => {
