@@ -30,7 +30,7 @@ export interface Status {
 }
 
 /** Mautic's shared health (docs/delivery.md, "Mautic's health"); unknown values are null. */
-export interface MauticStatus {
+interface MauticStatus {
   circuit: 'closed' | 'open' | 'half_open' | null;
   /** When the circuit entered that state. */
   since: string | null;
