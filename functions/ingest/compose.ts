@@ -5,20 +5,25 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDbRecordCounter } from '../adapters/dynamodb-record-counter.ts';
 import { DynamoDbRequestLedger } from '../adapters/dynamodb-request-ledger.ts';
 import { SecretsManagerIngestCredentials } from '../adapters/secrets-manager-ingest-credentials.ts';
 import { SecretsManagerSourceSecrets } from '../adapters/secrets-manager-source-secrets.ts';
 import { SqsEventQueue } from '../adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../adapters/sqs-source-dead-letters.ts';
 import { ConfigError, describeError, SourceConfigError } from '../core/errors.ts';
+import { parseCredentials } from '../core/ingest/webhook-auth.ts';
 import type { Clock, IngestCredentials } from '../core/ports.ts';
 import {
   compileSourcesText,
   ReloadableSourceRegistry,
   StoredSecretSources,
-} from '../core/source-registry.ts';
-import { type CompiledSource, parseSourcesDocument, type SourceRegistry } from '../core/sources.ts';
-import { parseCredentials } from '../core/webhook-auth.ts';
+} from '../core/sources/source-registry.ts';
+import {
+  type CompiledSource,
+  parseSourcesDocument,
+  type SourceRegistry,
+} from '../core/sources/sources.ts';
 import type { IngestConfig } from '../shared/config.ts';
 import { createIngestHandler } from './handler.ts';
 
@@ -27,7 +32,10 @@ export interface IngestEdges {
   sqs: SQSClient;
   /** Needed when the configuration names a webhook secret, or sources, in Secrets Manager. */
   secrets?: SecretsManagerClient;
-  /** The de-duplication table's client: needed unless DEDUP_WINDOW_SECONDS is 0. */
+  /**
+   * The de-duplication table's client: needed unless DEDUP_WINDOW_SECONDS and
+   * MAX_RECORD_EVENTS_PER_MINUTE are 0.
+   */
   dynamodb?: DynamoDBClient;
   /**
    * The local stack's sources (`openSourcesFile`); in the cloud they come from the configuration.
@@ -50,15 +58,7 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
   const clock = edges.clock ?? Date;
   const credentials = await ingestCredentials(config, edges, clock);
   const stored = await storedSources(config, edges, clock);
-  let ledger: DynamoDbRequestLedger | undefined;
-  if (config.dedupWindowSeconds > 0) {
-    if (!edges.dynamodb || config.dedupTableName === undefined)
-      throw new Error('A DynamoDB client and DEDUP_TABLE_NAME are needed for de-duplication');
-    ledger = new DynamoDbRequestLedger(edges.dynamodb, config.dedupTableName, {
-      windowSeconds: config.dedupWindowSeconds,
-      logger,
-    });
-  }
+  const { ledger, recordCounter } = dedupTable(config, edges);
   const sources = stored ?? edges.sources;
   // A payload a source cannot map is kept on the dead-letter queue (contract §6).
   if (sources !== undefined && config.deadLetterQueueUrl === undefined) {
@@ -74,8 +74,10 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
       maxEvents: config.maxEvents,
       entities: new Set(config.entities),
       contactMatchFields: new Set(config.contactMatchFields),
+      maxRecordEventsPerMinute: config.maxRecordEventsPerMinute,
     },
     ledger,
+    recordCounter,
     sources,
     sourceDeadLetters:
       config.deadLetterQueueUrl === undefined
@@ -86,6 +88,34 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
   // Before each request, so a secret set or rotated is used within the cache period, no deploy.
   if (stored) handler.use({ before: () => stored.refresh() });
   return handler;
+}
+
+/**
+ * What the ingest keeps in the de-duplication table: the request ledger (unless
+ * DEDUP_WINDOW_SECONDS is 0) and the records' counters (unless MAX_RECORD_EVENTS_PER_MINUTE is).
+ */
+function dedupTable(config: Readonly<IngestConfig>, edges: IngestEdges) {
+  const { dynamodb: client, logger } = edges;
+  const tableName = config.dedupTableName;
+  const needed = config.dedupWindowSeconds > 0 || config.maxRecordEventsPerMinute > 0;
+  if (needed && (!client || tableName === undefined))
+    throw new Error(
+      'A DynamoDB client and DEDUP_TABLE_NAME are needed (DEDUP_WINDOW_SECONDS, MAX_RECORD_EVENTS_PER_MINUTE)',
+    );
+  if (!client || tableName === undefined) return { ledger: undefined, recordCounter: undefined };
+  return {
+    ledger:
+      config.dedupWindowSeconds > 0
+        ? new DynamoDbRequestLedger(client, tableName, {
+            windowSeconds: config.dedupWindowSeconds,
+            logger,
+          })
+        : undefined,
+    recordCounter:
+      config.maxRecordEventsPerMinute > 0
+        ? new DynamoDbRecordCounter(client, tableName, { logger })
+        : undefined,
+  };
 }
 
 async function ingestCredentials(

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { type CircuitSettings, circuitSettings } from '../core/circuit.ts';
+import { type CircuitSettings, circuitSettings } from '../core/delivery/circuit.ts';
 import { ConfigError } from '../core/errors.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/events.ts';
 import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
@@ -39,30 +39,33 @@ export const ENV = {
   CIRCUIT_PROBE_MAX_SECONDS: 'CIRCUIT_PROBE_MAX_SECONDS',
   SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
+  MAX_RECORD_EVENTS_PER_MINUTE: 'MAX_RECORD_EVENTS_PER_MINUTE',
 } as const;
 
 /** Every default of the functions' settings, read by the functions, local stack and CLI. */
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
-  /** How long the batch function gathers events beyond the event source's 10 (FIFO). */
-  batchWindowSeconds: 1,
+  /**
+   * After a full hand (the event source hands at most 10 from the FIFO queue), how long the batch
+   * function may gather the rest of a burst still arriving; a quiet second ends it sooner.
+   */
+  batchWindowSeconds: 5,
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
-  /** Longest visibility delay after a 429. */
-  maxDelaySeconds: 3600,
+  maxDelaySeconds: 3600, // the longest visibility delay after a 429
   maxBodyBytes: 1024 * 1024,
   maxEventsPerRequest: 500,
   credentialsCacheSeconds: 300,
   refreshAheadSeconds: 900,
   /** Mautic's default refresh-token lifetime (14 days); Mautic does not say it per token. */
   refreshTokenLifetimeSeconds: 1_209_600,
-  /** How long a request id is remembered (contract §1.3): a day. */
-  dedupWindowSeconds: 86_400,
+  dedupWindowSeconds: 86_400, // how long a request id is remembered (contract §1.3): a day
   retryBaseSeconds: 30,
   retryMaxDelaySeconds: 900,
-  /** A day, like EventBridge's retry limit. */
-  retryHorizonSeconds: 86_400,
+  retryHorizonSeconds: 86_400, // a day, like EventBridge's retry limit
+  /** Contract §2: ten a second for one record, far more than one contact's changes need. */
+  maxRecordEventsPerMinute: 600,
   maxConcurrency: 2, // the event source's concurrent invocations (cdk.json's `maxConcurrency`)
 });
 
@@ -71,32 +74,11 @@ export const DEFAULTS = Object.freeze({
  * `campaigns/events`, read only, nor `fields/{object}`, `points/triggers`, `points/groups`, which
  * an event's `entity` cannot name); `focus` and `tweets` come with Mautic's bundled plugins.
  */
-export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
-  'contacts',
-  'companies',
-  'segments',
-  'notes',
-  'devices',
-  'tags',
-  'assets',
-  'campaigns',
-  'categories',
-  'messages',
-  'dynamiccontents',
-  'emails',
-  'forms',
-  'notifications',
-  'pages',
-  'points',
-  'reports',
-  'smses',
-  'stages',
-  'users',
-  'roles',
-  'hooks',
-  'focus',
-  'tweets',
-]);
+export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
+  `contacts companies segments notes devices tags assets campaigns categories messages
+  dynamiccontents emails forms notifications pages points reports smses stages users roles
+  hooks focus tweets`.split(/\s+/),
+);
 
 /** The longest window accepted: 30 days. */
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
@@ -129,7 +111,8 @@ const batchSchema = z.object({
   [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
   [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
   [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-  // Unset: a call may take the invocation's time less its margin (a slow Mautic takes seconds).
+  // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
+  // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
   [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
   [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
@@ -156,7 +139,7 @@ export interface BatchConfig {
   /** How long to gather events before delivering them (the invocation's own receives). */
   batchWindowSeconds: number;
   deliveryConcurrency: number;
-  /** Per Mautic call; unset, calls are bounded by the invocation's deadline only. */
+  /** The longest a Mautic call may take; unset, its own timeout follows Mautic's pace only. */
   mauticTimeoutMs: number | undefined;
   tokenCacheSeconds: number;
   maxDelaySeconds: number;
@@ -248,6 +231,14 @@ export const contactMatchFieldList = commaList
 /** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
 export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
 
+/** `MAX_RECORD_EVENTS_PER_MINUTE`: 0 turns the bound off. */
+export const MAX_RECORD_EVENTS_PER_MINUTE = 1_000_000;
+export const recordEventsPerMinute = integer(
+  0,
+  MAX_RECORD_EVENTS_PER_MINUTE,
+  DEFAULTS.maxRecordEventsPerMinute,
+);
+
 const ingestSchema = z
   .object({
     [ENV.EVENTS_QUEUE_URL]: required,
@@ -261,6 +252,7 @@ const ingestSchema = z
     [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
     [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
     [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
     [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
     [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
     [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
@@ -273,10 +265,15 @@ const ingestSchema = z
     path: [ENV.SOURCES_SECRET_PREFIX],
     message: 'is required with SOURCES_DOCUMENT',
   })
-  .refine((env) => env.DEDUP_WINDOW_SECONDS === 0 || env.DEDUP_TABLE_NAME !== undefined, {
-    path: [ENV.DEDUP_TABLE_NAME],
-    message: 'is required unless DEDUP_WINDOW_SECONDS is 0',
-  })
+  .refine(
+    (env) =>
+      (env.DEDUP_WINDOW_SECONDS === 0 && env.MAX_RECORD_EVENTS_PER_MINUTE === 0) ||
+      env.DEDUP_TABLE_NAME !== undefined,
+    {
+      path: [ENV.DEDUP_TABLE_NAME],
+      message: 'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
+    },
+  )
   .refine(
     (env) =>
       env.WEBHOOK_SECRET_ID !== undefined ||
@@ -301,6 +298,8 @@ export interface IngestConfig {
   /** 0: de-duplication is off. */
   dedupWindowSeconds: number;
   dedupTableName: string | undefined;
+  /** The most events a record may have accepted in a minute (contract §2); 0: no bound. */
+  maxRecordEventsPerMinute: number;
   /**
    * The cloud's sources (contract §6): the document (JSON, no secrets) and its secrets' name
    * prefix. Undefined: none (or, locally, SOURCES_FILE, which the ingest thread reads itself).
@@ -327,6 +326,7 @@ export function loadIngestConfig(
     contactMatchFields: values.CONTACT_MATCH_FIELDS,
     dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
     dedupTableName: values.DEDUP_TABLE_NAME,
+    maxRecordEventsPerMinute: values.MAX_RECORD_EVENTS_PER_MINUTE,
     sources:
       values.SOURCES_DOCUMENT === undefined
         ? undefined

@@ -52,7 +52,7 @@ export class RelayStack extends Stack {
       dataPolicy,
       settings.sources.map((source) => source.name),
     );
-    this.dedupTable = dedupTable(this, dataPolicy);
+    this.dedupTable = dedupTable(this, dataPolicy, settings.retainData);
     const functions = relayFunctions(this, settings, {
       queues,
       secrets,

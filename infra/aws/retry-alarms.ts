@@ -4,7 +4,7 @@ import type { LogFilterMetricName, MetricName } from '../../functions/core/metri
 import type { RelaySettings } from './environments.ts';
 
 /**
- * The alarms that see a stuck queue from the batch function (issue 26), and what every alarm of
+ * The alarms that see a stuck queue from the batch function, and what every alarm of
  * observability.ts is made with.
  */
 
@@ -121,6 +121,29 @@ export function retryAlarms(
     },
     false,
   );
+  onePagePerOutage({ alarm, composite }, relayMetric, { ageAlarm, retriedAlarm, failedAlarm });
+  alarm(
+    'DeadLetterSendFailedAlarm',
+    'The batch function could not send dead letters (event dead_letter_failed): those events stay on the events queue and are tried again; check the dead-letter queue and the batch role.',
+    above(logMetric('DeadLetterSendsFailed')),
+  );
+}
+
+/**
+ * The composite alarms that page: MauticUnreachableAlarm (the circuit open in two 5-minute
+ * periods, or no call succeeding), and EventsStuckAlarm (events sent back), suppressed while
+ * Mautic is unreachable and half an hour after, while the held backlog drains.
+ */
+function onePagePerOutage(
+  { alarm, composite }: { alarm: AlarmOn; composite: CompositeOn },
+  relayMetric: RelayMetric,
+  parts: {
+    ageAlarm: cloudwatch.Alarm;
+    retriedAlarm: cloudwatch.Alarm;
+    failedAlarm: cloudwatch.Alarm;
+  },
+) {
+  const { ageAlarm, retriedAlarm, failedAlarm } = parts;
   const circuit = alarm(
     'MauticCircuitOpenAlarm',
     'Mautic’s circuit was open (Mautic failing as a whole: calls refused, reset, timed out, 5xx or 429 across calls) in two 5-minute periods in a row: the batch function holds the events and probes Mautic. Part of MauticUnreachableAlarm.',
@@ -147,10 +170,5 @@ export function retryAlarms(
       cloudwatch.AlarmRule.fromAlarm(retriedAlarm, cloudwatch.AlarmState.ALARM),
     ),
     unreachable,
-  );
-  alarm(
-    'DeadLetterSendFailedAlarm',
-    'The batch function could not send dead letters (event dead_letter_failed): those events stay on the events queue and are tried again; check the dead-letter queue and the batch role.',
-    above(logMetric('DeadLetterSendsFailed')),
   );
 }

@@ -32,6 +32,8 @@ const endpointsSchema = z.looseObject({
   /** dynalite and its de-duplication table, which holds Mautic's shared health (`status`). */
   dynamodbEndpoint: z.string().optional(),
   dedupTableName: z.string().optional(),
+  /** The Mautic the local stack delivers to (its embedded simulator's, or MAUTIC_BASE_URL). */
+  mauticUrl: z.string().optional(),
   /** The local stack's control endpoint (`POST /refresh` runs the refresher now). */
   controlUrl: z.string().optional(),
   /** Absent in files written before the senders commands: the local stack's fixed name. */

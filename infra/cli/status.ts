@@ -3,11 +3,34 @@ import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { HEALTH_ITEM_KEY, parseHealthState } from '../../functions/core/health-state.ts';
 import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
-import { queueAttributes } from './dead-letters.ts';
+import type { Command } from './command.ts';
+import { queueAttributes } from './dead-letter-queue.ts';
+import { EXIT } from './errors.ts';
+import { TARGET_HELP, targetOptions, withTarget } from './options.ts';
 import type { Target } from './target.ts';
 
+export const statusCommand: Command = {
+  name: 'status',
+  usage: 'status (--env NAME | --local) [--json]',
+  summary: 'ingest URL, queue depth, dead letters, token time left, Mautic’s health',
+  details: `Prints the ingest URL, the events queue (waiting, in flight, delayed, oldest event's
+age: from CloudWatch, so not known locally), the dead-letter count, the access and refresh
+tokens' time left and the last refresh (never a token), Mautic's health as the batch function
+shares it (its circuit, the next probe, its time per item), and the dashboard link for --env.
+${TARGET_HELP}`,
+  options: targetOptions,
+  positionals: 0,
+  run: (values, _, io) =>
+    withTarget(values, io, async (target) => {
+      const status = await collectStatus(target, io.now);
+      if (values.json) io.stdout(JSON.stringify(status));
+      else for (const line of statusLines(status, target)) io.stdout(line);
+      return EXIT.ok;
+    }),
+};
+
 /** `status --json` (contract §4); unknown values are null. */
-export interface Status {
+interface Status {
   ingestUrl: string;
   queue: {
     visible: number | null;
@@ -20,7 +43,7 @@ export interface Status {
     accessTokenSecondsLeft: number | null;
     refreshTokenSecondsLeft: number | null;
     updatedAt: string | null;
-    /** Beyond the contract's shape: Mautic's version as its token endpoint last said. */
+    /** Beyond the contract's shape: Mautic's version as an API answer last named it. */
     mauticVersion: string | null;
   };
   /** Beyond the contract's shape: the CloudWatch dashboard of an environment, else null. */
@@ -45,7 +68,7 @@ interface MauticStatus {
   lastFailure: string | null;
 }
 
-export async function collectStatus(target: Target, now: () => number): Promise<Status> {
+async function collectStatus(target: Target, now: () => number): Promise<Status> {
   const [queue, dead, token, oldest, mautic] = await Promise.all([
     queueAttributes(target.sqs, target.eventsQueueUrl),
     queueAttributes(target.sqs, target.deadLetterQueueUrl),
@@ -68,21 +91,34 @@ export async function collectStatus(target: Target, now: () => number): Promise<
   };
 }
 
+const UNKNOWN_HEALTH: MauticStatus = {
+  circuit: null,
+  since: null,
+  nextProbeAt: null,
+  recentMsPerItem: null,
+  usualMsPerItem: null,
+  callsInFlightAllowed: null,
+  lastFailure: null,
+};
+
 /** Mautic's shared health, read from its item in the de-duplication table (one GetItem). */
 async function mauticHealth(target: Target): Promise<MauticStatus> {
-  const { Item } = target.table
-    ? await target.table.dynamodb.send(
-        new GetItemCommand({
-          TableName: target.table.name,
-          Key: { [DEDUP_TABLE_KEY]: { S: HEALTH_ITEM_KEY } },
-        }),
-      )
-    : { Item: undefined };
+  const read = async () =>
+    target.table?.dynamodb.send(
+      new GetItemCommand({
+        TableName: target.table.name,
+        Key: { [DEDUP_TABLE_KEY]: { S: HEALTH_ITEM_KEY } },
+      }),
+    );
+  // A table the operator may not read leaves Mautic's health unknown, not the whole status.
+  const answer = await read().catch(() => undefined);
+  if (answer === undefined) return UNKNOWN_HEALTH;
+  const { Item } = answer;
   // No item yet: no batch has found Mautic failing since the table was made.
   const state = Item === undefined ? undefined : parseHealthState(Item.state?.S);
   const time = (at: number | undefined) => (at === undefined ? null : new Date(at).toISOString());
   const round = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
-  const circuit = state?.circuit ?? (target.table && Item === undefined ? 'closed' : null);
+  const circuit = state?.circuit ?? (Item === undefined ? 'closed' : null);
   return {
     circuit,
     since: time(state?.since),
@@ -156,7 +192,7 @@ async function oldestAgeSeconds(target: Target, now: number): Promise<number | n
 }
 
 /** The human-readable status. */
-export function statusLines(status: Status, target: Target): string[] {
+function statusLines(status: Status, target: Target): string[] {
   const value = (n: number | null, unit = '') => (n === null ? 'unknown' : `${n}${unit}`);
   const duration = (seconds: number | null) => {
     if (seconds === null) return 'unknown';

@@ -1,7 +1,7 @@
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
 import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
-import { listenOnLoopback } from './loopback.ts';
+import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
 
 /** The table's name in the local store. */
 export const LOCAL_DEDUP_TABLE = 'mautic-relay-dedup';

@@ -53,7 +53,7 @@ export class LineLogger extends Logger {
     if (fields.event === 'dead_lettered') {
       const status = fields.status === undefined ? '' : ` ${fields.status}`;
       this.#print(
-        `dead-lettered ${fields.eventId ?? fields.messageId} (${fields.entity ?? '?'} ${fields.action ?? '?'}): ${fields.reason}${status}`,
+        `dead-lettered ${fields.eventId ?? fields.messageId} (${typeof fields.source === 'string' ? `source ${fields.source}` : `${fields.entity ?? '?'} ${fields.action ?? '?'}`}): ${fields.reason}${status}`,
       );
     } else if (fields.event === 'mautic_circuit' || fields.event === 'mautic_paced') {
       this.#print(healthLine(fields));

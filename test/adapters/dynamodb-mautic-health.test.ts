@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDbHealthStore } from '../../functions/adapters/dynamodb-mautic-health.ts';
-import { closedHealth } from '../../functions/core/circuit.ts';
+import { closedHealth } from '../../functions/core/delivery/circuit.ts';
 import { HEALTH_ITEM_KEY } from '../../functions/core/health-state.ts';
 import type { HealthStore } from '../../functions/core/ports.ts';
 import { type LocalDynamoDb, startLocalDynamoDb } from '../support/dedup.ts';

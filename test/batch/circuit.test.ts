@@ -6,11 +6,12 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { closedHealth } from '../../functions/core/circuit.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery-calls.ts';
-import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import { MauticHealth } from '../../functions/core/mautic-health.ts';
-import type { QueuedMessage } from '../../functions/core/ports.ts';
+import { closedHealth } from '../../functions/core/delivery/circuit.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
+import { MauticHealth } from '../../functions/core/delivery/mautic-health.ts';
+import { MauticItemTime } from '../../functions/core/delivery/mautic-item-time.ts';
+import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
+import type { QueuedMessage } from '../../functions/core/queue-ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { InMemoryActionLedger } from '../support/action-ledger.ts';
@@ -61,6 +62,9 @@ async function handlerWith(nextProbeInMs: number) {
     0,
   );
   const observed = recorder();
+  // Mautic's pace is known (10 ms an item): a next batch would fit in the invocation's time.
+  const itemTime = new MauticItemTime();
+  itemTime.observe(200, 2_000);
   const delays: Array<[string, number]> = [];
   let receives = 0;
   const clock = { now: () => Date.now() };
@@ -86,6 +90,7 @@ async function handlerWith(nextProbeInMs: number) {
     random: () => 0,
     learnedLimit: { value: undefined },
     ledger: new InMemoryActionLedger(),
+    itemTime,
     health: new MauticHealth({
       store,
       clock,
