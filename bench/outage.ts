@@ -1,8 +1,8 @@
 /**
- * A Mautic outage at the shipped settings, as the issue measured it: `npm start` with no RETRY_*
- * or CIRCUIT_* overrides, against a Mautic simulator in this process; 100 contacts delivered,
- * then 25 every 10 s for 5 minutes, while Mautic answers every call 503 for 10 minutes (an outage
- * behind a proxy); then Mautic is back. Prints the calls made to the failing Mautic per minute of
+ * A Mautic outage at the shipped settings, as it was measured before the circuit: `npm start`
+ * with no RETRY_* or CIRCUIT_* overrides, against a Mautic simulator in this process; 100
+ * contacts delivered, then 25 every 10 s for 5 minutes, while Mautic answers every call 503 for
+ * 10 minutes (an outage behind a proxy); then Mautic is back. Prints the calls made to the failing Mautic per minute of
  * the outage (and its peak), how long after the recovery the last contact arrived, in how many
  * calls and how many items each, whether anything was lost, doubled or dead-lettered, and a last
  * line `SUMMARY {json}` for scripts. It takes the outage's length and a few minutes more.
