@@ -40,6 +40,12 @@ const USUAL_WEIGHT = 0.02;
 /** Slower than this times the usual level: halve the calls in flight; this fast again: one more. */
 const SLOW_FACTOR = 2;
 const RECOVERED_FACTOR = 1.25;
+/**
+ * Below this many ms an item (a second for a call of 200) Mautic is not slow, whatever its
+ * recent level against its usual one: the jitter of a busy machine around a fast Mautic's few
+ * ms would otherwise halve its calls in flight.
+ */
+const SLOW_FLOOR_MS_PER_ITEM = 5;
 /** At most one change of the allowance this often, so that concurrent calls count once. */
 const PACE_COOLDOWN_MS = 10_000;
 
@@ -221,7 +227,7 @@ export function recordCallTime(
   const next = { ...state, msPerItem: recent, usualMsPerItem: usual };
   if (state.pacedAt !== undefined && call.at - state.pacedAt < PACE_COOLDOWN_MS) return next;
   const allowance = Math.min(state.allowance ?? settings.ceiling, settings.ceiling);
-  if (recent > SLOW_FACTOR * usual && allowance > 1) {
+  if (recent > SLOW_FACTOR * usual && recent >= SLOW_FLOOR_MS_PER_ITEM && allowance > 1) {
     return { ...next, allowance: Math.max(1, Math.floor(allowance / 2)), pacedAt: call.at };
   }
   if (recent <= RECOVERED_FACTOR * usual && allowance < settings.ceiling) {

@@ -218,6 +218,15 @@ describe('pacing by Mautic’s call times', () => {
     expect(paced(state, SETTINGS)).toBe(false);
   });
 
+  it('does not pace a fast Mautic whose time per item jitters (under 5 ms an item: a second for 200)', () => {
+    let state = closedHealth(T0);
+    for (let i = 0; i < 20; i++) state = timed(state, 0.2, T0 + i * 1_000);
+    state = timed(state, 4, T0 + 30_000);
+
+    expect(state.msPerItem).toBeGreaterThan(2 * (state.usualMsPerItem as number));
+    expect(paced(state, SETTINGS)).toBe(false);
+  });
+
   it('learns nothing from calls of a few items, whose own overhead hides the time per item', () => {
     const state = closedHealth(T0);
     expect(timed(state, 500, T0, 3)).toBe(state);
