@@ -10,6 +10,8 @@ export interface SimulatorFaults {
   seed: number;
   /** 0..1: answer 500 (Mautic's generic body), 502 or 503 (a proxy's HTML page). */
   errorRate?: number;
+  /** The one status `errorRate` answers (an outage behind a proxy: 503); absent, any of the three. */
+  errorStatus?: 500 | 502 | 503;
   /** 0..1: destroy the socket without answering. */
   dropRate?: number;
   /**
@@ -70,6 +72,10 @@ function checkFaults(faults: SimulatorFaults | undefined): void {
     latency === undefined ||
       (latency.min >= 0 && latency.max >= latency.min && (latency.perItem ?? 0) >= 0),
     'latencyMs needs 0 <= min <= max and perItem >= 0',
+  );
+  check(
+    faults.errorStatus === undefined || [500, 502, 503].includes(faults.errorStatus),
+    'errorStatus must be 500, 502 or 503',
   );
 }
 
@@ -250,7 +256,8 @@ export class FaultDice {
     const waitMs = min + Math.floor(wait * (max - min + 1)) + perItem * items;
     if (decision < dropRate) return { waitMs, kind: 'drop' };
     if (decision < dropRate + (config.errorRate ?? 0)) {
-      const status = ([500, 502, 503] as const)[Math.min(2, Math.floor(pick * 3))] ?? 500;
+      const status =
+        config.errorStatus ?? ([500, 502, 503] as const)[Math.min(2, Math.floor(pick * 3))] ?? 500;
       return { waitMs, kind: 'error', status };
     }
     return { waitMs, kind: 'pass' };

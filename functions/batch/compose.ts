@@ -8,9 +8,11 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
+import { DynamoDbHealthStore } from '../adapters/dynamodb-mautic-health.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery/delivery-calls.ts';
+import { MauticHealth } from '../core/delivery/mautic-health.ts';
 import { MauticItemTime } from '../core/delivery/mautic-item-time.ts';
 import { MauticApiClient } from '../core/mautic/mautic-api.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
@@ -27,7 +29,7 @@ const FIFO_HAND_OVER = 10;
 export interface BatchEdges {
   secrets: SecretsManagerClient;
   sqs: SQSClient;
-  /** The de-duplication table's client, for the action ledger. */
+  /** The de-duplication table's client, for the action ledger and Mautic's shared health. */
   dynamodb: DynamoDBClient;
   /** The token refresher, run synchronously: a RequestResponse invoke in the cloud, a call locally. */
   refresher: RefreshRequester;
@@ -45,6 +47,16 @@ function onceEach(tell: (value: string) => void): (value: string) => void {
     seen.add(value);
     tell(value);
   };
+}
+
+/** Mautic's health, one view per container of the state every invocation shares in the table. */
+function sharedHealth(
+  config: Readonly<BatchConfig>,
+  edges: BatchEdges,
+  time: { clock: Clock; sleep: (ms: number) => Promise<void> },
+): MauticHealth {
+  const store = new DynamoDbHealthStore(edges.dynamodb, config.actionLedgerTableName);
+  return new MauticHealth({ store, ...time, logger: edges.logger, settings: config.circuit });
 }
 
 /**
@@ -99,6 +111,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     itemTime: new MauticItemTime(),
     namedPause: {},
     mauticVersion,
+    health: sharedHealth(config, edges, { clock, sleep }),
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       batchSize: config.batchSize,

@@ -1,4 +1,5 @@
 import { itemsThatFit, nextBatchFits } from '../core/delivery/call-budget.ts';
+import type { MauticHealth } from '../core/delivery/mautic-health.ts';
 import type { MauticItemTime } from '../core/delivery/mautic-item-time.ts';
 import type { Clock } from '../core/ports.ts';
 import type { DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
@@ -21,6 +22,8 @@ interface GatherDeps {
    * long as the container.
    */
   backlog?: { seen: boolean } | undefined;
+  /** Mautic's shared health, read once per batch: whether a next batch could be called at all. */
+  health?: MauticHealth | undefined;
 }
 
 /**
@@ -36,6 +39,8 @@ export async function* batches(
 ): AsyncGenerator<QueuedMessage[]> {
   let batch: QueuedMessage[] = [...handed, ...(await gatherRest(handed.length, run, deps))];
   for (;;) {
+    // Once per batch: whether to call, probe or hold it, and whether to go on.
+    await deps.health?.refresh();
     // Received while this one is delivered, only when both are expected in time at Mautic's pace.
     const next = goOn(batch, run, deps) ? gather(run.options.batchSize, run, deps) : undefined;
     yield batch;
@@ -73,6 +78,8 @@ function goOn(batch: QueuedMessage[], run: Run, deps: GatherDeps): boolean {
   const { batchSize, deadlineMarginMs } = run.options;
   const now = deps.clock.now();
   if (batch.length < batchSize || run.signal.aborted || now >= run.goOnUntil) return false;
+  // Mautic failing as a whole and no probe due: the next batch would be held as this one.
+  if (deps.health !== undefined && !deps.health.mayCall()) return false;
   return nextBatchFits(run.deadline - deadlineMarginMs - now, deps.itemTime?.msPerItem, {
     current: batch.length,
     batchSize,

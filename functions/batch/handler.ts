@@ -90,5 +90,9 @@ async function deliverBatch(
   const unsettled = new Set([...settled.retry.map((m) => m.messageId), ...notDeadLettered]);
   const letters = read.unreadable.length + settled.deadLetters.length;
   report(settled, letters - notDeadLettered.length, unsettled.size, deps);
+  if (deps.health) {
+    deps.metrics.addMetric('MauticCircuitOpen', 'Count', deps.health.closed() ? 0 : 1);
+    await deps.health.flush();
+  }
   return unsettled;
 }

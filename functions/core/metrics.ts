@@ -71,6 +71,13 @@ export const METRICS = {
     service: 'batch',
     means: 'Items in one Mautic call, as a share of the most one call may carry.',
   },
+  MauticCircuitOpen: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means:
+      'Per batch: 1 when Mautic’s circuit was not closed at its end (Mautic failing as a whole: its events held for the next probe), else 0.',
+  },
   TokenRefreshed: {
     unit: 'Count',
     madeBy: 'addMetric',

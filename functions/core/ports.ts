@@ -2,7 +2,9 @@
  * Every interface core depends on, in one place. Implementations (the Mautic client, the AWS
  * adapters, the local stand-ins, test fakes) import from here; it imports only data types.
  */
+
 import type { ContactAction } from './events.ts';
+import type { HealthState } from './health-state.ts';
 import type { EmittedMetricName, UnitOf } from './metrics.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
@@ -57,8 +59,7 @@ export interface MauticBatchApi {
   ): Promise<ItemResult[]>;
   delete(entity: string, ids: ReadonlyArray<number>, call: CallOptions): Promise<ItemResult[]>;
   /**
-   * The ids of the contacts whose `field` equals each value exactly, keyed by the value trimmed
-   * and lower-cased, every value present ([] for none); few calls, as the request line allows.
+  apiKeyIds: ReadonlyArray<string>;
    */
   findContacts(
     field: string,
@@ -101,15 +102,11 @@ export interface ActionFields {
   doNotContact?: { channel: string; reason: 0 | 1 | 2 | 3; comments?: string } | undefined;
 }
 
-/**
- * Remembers the non-idempotent actions sent to Mautic, by event (contract §2: `addPoints` at
- * most once per event). Every method throws when the store cannot be asked.
- */
+/** The non-idempotent actions sent, by event (`addPoints` at most once); throws when unreachable. */
 export interface ActionLedger {
   /**
-   * Claims the key before the call: `claimed` the first time (go ahead), `done` when a call
-   * with this key was applied, `unknown` when it was claimed before and its outcome never
-   * recorded (an answer lost, a crash): it must not be sent again blindly.
+   * Claims the key before the call: `claimed` the first time (go ahead), `done` once applied,
+   * `unknown` when claimed before with no outcome recorded (an answer lost, a crash).
    */
   claim(key: string): Promise<'claimed' | 'done' | 'unknown'>;
   /** After the call was applied: later claims answer `done`. */
@@ -151,7 +148,7 @@ export interface TokenSource {
   accessToken(options?: { fresh?: boolean; refused?: string; waitUntil?: number }): Promise<string>;
 }
 
-/** When the stored tokens were written and when the access token expires: never the tokens. */
+/** When the stored tokens were written and the access token expires (never the tokens). */
 export interface StoredTokens {
   updatedAt: string;
   accessTokenExpiresAt: string;
@@ -174,8 +171,7 @@ export type RefreshAnswer =
 export interface RefreshRequester {
   /**
    * `staleUpdatedAt`: the `updatedAt` of the tokens the caller found unusable (`null`: none), so
-   * the refresher can skip the token call when newer ones are stored. 'busy': another run holds
-   * the refresher (reserved concurrency 1 throttled this one).
+   * the refresher can skip the call when newer ones are stored. 'busy': another run holds it.
    */
   refreshNow(
     request: { reason: string; staleUpdatedAt: string | null },
@@ -219,6 +215,14 @@ export interface IngestCredentials {
   webhookIds: ReadonlyArray<string>;
   apiKeyDigests: ReadonlyArray<Buffer>;
   apiKeyIds: ReadonlyArray<string>;
+}
+
+/** Mautic's health, for every batch invocation to see: one record, written at the version read. */
+export interface HealthStore {
+  /** Undefined (version 0) before the first write. */
+  read(): Promise<{ state: HealthState; version: number } | undefined>;
+  /** Writes `state` as version + 1 if the stored one is still `version`; false if it is not. */
+  write(state: HealthState, version: number): Promise<boolean>;
 }
 
 // --- observability --------------------------------------------------------------------------

@@ -155,6 +155,16 @@ function receivesWithin(
 export const NAMED_TIME_RECEIVES = 100;
 
 /**
+ * Receives kept, by default, for the returns of events the circuit holds while Mautic fails as a
+ * whole (`circuit.ts`): each comes back at the next probe, so that the backlog comes back
+ * together and goes out in full batches once Mautic answers. 120: an hour of an outage at a
+ * probe every 30 s. Past what the receives left can carry, holds lengthen to the backoff's
+ * delays (`decideRequeue`), so an outage never ends a retry early; and the derived count times
+ * the queue's visibility timeout (6 × 60 s) stays within the two days the queue keeps a message.
+ */
+export const HELD_RECEIVES = 120;
+
+/**
  * The retry policy from its three settings and an optional `maxReceiveCount`, which by default
  * is the smallest that cannot cut a retry short (`receivesForHorizon`). Throws a `ConfigError`
  * when the settings need more receives than SQS allows, or a given count is too small.
@@ -181,7 +191,8 @@ export function retryPolicy(settings: {
     maxDelaySeconds: settings.maxDelaySeconds,
     horizonSeconds: settings.horizonSeconds,
     maxReceiveCount:
-      settings.maxReceiveCount ?? Math.min(MAX_RECEIVE_COUNT_LIMIT, needed + NAMED_TIME_RECEIVES),
+      settings.maxReceiveCount ??
+      Math.min(MAX_RECEIVE_COUNT_LIMIT, needed + NAMED_TIME_RECEIVES + HELD_RECEIVES),
   };
 }
 
@@ -198,7 +209,9 @@ export type Requeue =
  */
 export function decideRequeue(
   /** The message's retry outcome (`failure-policy.ts`'s `MessageOutcome` of kind `retry`). */
-  outcome: { reason: string; notBefore?: number; status?: number; message?: string } | undefined,
+  outcome:
+    | { reason: string; notBefore?: number; grid?: number; status?: number; message?: string }
+    | undefined,
   message: { receives: number; firstReceivedAt: number },
   options: { now: number; policy: RetryPolicy; maxDelaySeconds: number; random: () => number },
 ): Requeue {
@@ -230,6 +243,15 @@ export function decideRequeue(
     const left = Math.max(0, policy.horizonSeconds - elapsed / 1000 - named);
     const affordable = back + receivesWithin(policy, back, left) + 1 <= policy.maxReceiveCount;
     seconds = affordable ? named : Math.max(named, backoff);
+    // Held by the circuit: a longer delay still ends on a point of the probe grid, so that the
+    // events held come back together, at a probe.
+    if (!affordable && outcome.grid !== undefined) seconds = onGrid(now, seconds, outcome.grid);
   }
   return { kind: 'delay', seconds: Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS), reason };
+}
+
+/** `seconds` from `now`, lengthened to end on the next point of the grid of `grid` ms. */
+function onGrid(now: number, seconds: number, grid: number): number {
+  const at = Math.ceil((now + seconds * 1000) / grid) * grid;
+  return Math.ceil((at - now) / 1000);
 }

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { type CircuitSettings, circuitSettings } from '../core/delivery/circuit.ts';
 import { ConfigError } from '../core/errors.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/events.ts';
 import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
@@ -33,15 +34,15 @@ export const ENV = {
   RETRY_MAX_DELAY_SECONDS: 'RETRY_MAX_DELAY_SECONDS',
   RETRY_HORIZON_SECONDS: 'RETRY_HORIZON_SECONDS',
   MAX_RECEIVE_COUNT: 'MAX_RECEIVE_COUNT',
+  MAX_CONCURRENCY: 'MAX_CONCURRENCY',
+  CIRCUIT_PROBE_BASE_SECONDS: 'CIRCUIT_PROBE_BASE_SECONDS',
+  CIRCUIT_PROBE_MAX_SECONDS: 'CIRCUIT_PROBE_MAX_SECONDS',
   SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
   MAX_RECORD_EVENTS_PER_MINUTE: 'MAX_RECORD_EVENTS_PER_MINUTE',
 } as const;
 
-/**
- * Every default of the functions' settings, in one place: the functions, the local stack and the
- * operator commands read them from here.
- */
+/** Every default of the functions' settings, read by the functions, local stack and CLI. */
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
   /**
@@ -52,29 +53,26 @@ export const DEFAULTS = Object.freeze({
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
-  /** Longest visibility delay after a 429. */
-  maxDelaySeconds: 3600,
+  maxDelaySeconds: 3600, // the longest visibility delay after a 429
   maxBodyBytes: 1024 * 1024,
   maxEventsPerRequest: 500,
   credentialsCacheSeconds: 300,
   refreshAheadSeconds: 900,
   /** Mautic's default refresh-token lifetime (14 days); Mautic does not say it per token. */
   refreshTokenLifetimeSeconds: 1_209_600,
-  /** How long a request id is remembered (contract §1.3): a day. */
-  dedupWindowSeconds: 86_400,
+  dedupWindowSeconds: 86_400, // how long a request id is remembered (contract §1.3): a day
   retryBaseSeconds: 30,
   retryMaxDelaySeconds: 900,
-  /** A day, like EventBridge's retry limit. */
-  retryHorizonSeconds: 86_400,
+  retryHorizonSeconds: 86_400, // a day, like EventBridge's retry limit
   /** Contract §2: ten a second for one record, far more than one contact's changes need. */
   maxRecordEventsPerMinute: 600,
+  maxConcurrency: 2, // the event source's concurrent invocations (cdk.json's `maxConcurrency`)
 });
 
 /**
- * The standard Mautic entities that take batch writes (`/api/{entity}/batch/new|edit|delete`)
- * under a one-word path: the default of `ENTITIES`. Left out: `campaigns/events` (read only) and
- * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
- * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
+ * The default of `ENTITIES`: the standard entities with batch writes under a one-word path (not
+ * `campaigns/events`, read only, nor `fields/{object}`, `points/triggers`, `points/groups`, which
+ * an event's `entity` cannot name); `focus` and `tweets` come with Mautic's bundled plugins.
  */
 export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
   `contacts companies segments notes devices tags assets campaigns categories messages
@@ -86,9 +84,8 @@ export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
 
 /**
- * The de-duplication table's shape, shared by the ingest, the stack and the local store: its
- * partition key and TTL attribute (the names Powertools idempotency writes), and the `event` of
- * the log line the ingest writes when the table fails, which the stack's alarm counts.
+ * The de-duplication table's key and TTL attribute (as Powertools idempotency writes them), and
+ * the `event` of the ingest's log line when the table fails (the stack's alarm counts it).
  */
 export const DEDUP_TABLE_KEY = 'id';
 export const DEDUP_TTL_ATTRIBUTE = 'expiration';
@@ -124,8 +121,10 @@ const batchSchema = z.object({
   [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
   [ENV.RETRY_HORIZON_SECONDS]: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
   [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
-  // The action ledger lives in the de-duplication table, which the stack makes whatever the
-  // ingest's window: the batch function needs it even with de-duplication off.
+  [ENV.MAX_CONCURRENCY]: integer(1, 1000, DEFAULTS.maxConcurrency),
+  [ENV.CIRCUIT_PROBE_BASE_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
+  [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
+  // The action ledger's and Mautic's health's table, made even with de-duplication off.
   [ENV.DEDUP_TABLE_NAME]: required,
 });
 
@@ -145,14 +144,12 @@ export interface BatchConfig {
   tokenCacheSeconds: number;
   maxDelaySeconds: number;
   retry: RetryPolicy;
-  /** The table of the action ledger (`addPoints` at most once): the de-duplication table. */
+  circuit: CircuitSettings;
+  /** The table of the action ledger (`addPoints` at most once) and of Mautic's health. */
   actionLedgerTableName: string;
 }
 
-/**
- * Reads and checks the batch function's environment once, at cold start. Throws a
- * `ConfigError` naming every missing or invalid variable (never its value).
- */
+/** Reads the batch function's environment at cold start; a `ConfigError` names what is wrong. */
 export function loadBatchConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<BatchConfig> {
@@ -174,6 +171,13 @@ export function loadBatchConfig(
       maxDelaySeconds: values.RETRY_MAX_DELAY_SECONDS,
       horizonSeconds: values.RETRY_HORIZON_SECONDS,
       maxReceiveCount: values.MAX_RECEIVE_COUNT,
+    }),
+    circuit: circuitSettings({
+      probeBaseSeconds: values.CIRCUIT_PROBE_BASE_SECONDS,
+      probeMaxSeconds: values.CIRCUIT_PROBE_MAX_SECONDS,
+      retryBaseSeconds: values.RETRY_BASE_SECONDS,
+      maxConcurrency: values.MAX_CONCURRENCY,
+      deliveryConcurrency: values.DELIVERY_CONCURRENCY,
     }),
     actionLedgerTableName: values.DEDUP_TABLE_NAME,
   });
@@ -208,9 +212,8 @@ export const entityList = commaList
   .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
 
 /**
- * `CONTACT_MATCH_FIELDS`: comma-separated contact field aliases an event may `match` on
- * (contract §5). `email` is always allowed, listed or not: Mautic keeps it unique by itself, and
- * the contract's default is `email`.
+ * `CONTACT_MATCH_FIELDS`: contact field aliases an event may `match` on (contract §5); `email`
+ * always, listed or not (Mautic keeps it unique by itself, and it is the contract's default).
  */
 export const contactMatchFieldList = commaList
   .pipe(
@@ -298,9 +301,8 @@ export interface IngestConfig {
   /** The most events a record may have accepted in a minute (contract §2); 0: no bound. */
   maxRecordEventsPerMinute: number;
   /**
-   * The cloud's sources (contract §6): the document as JSON text, without secrets, and the prefix
-   * of each source's secret name in Secrets Manager. Undefined: none (or, locally, the local
-   * stack's SOURCES_FILE, which the ingest thread reads itself).
+   * The cloud's sources (contract §6): the document (JSON, no secrets) and its secrets' name
+   * prefix. Undefined: none (or, locally, SOURCES_FILE, which the ingest thread reads itself).
    */
   sources: { document: string; secretPrefix: string } | undefined;
   /** Where a source's payload that cannot be mapped is kept (contract §6); needed with sources. */
@@ -369,9 +371,8 @@ export function loadRefreshConfig(
 }
 
 /**
- * The Secrets Manager names of one environment's secrets, shared by the stack and the operator
- * commands: the Mautic credential, the tokens, the ingest's webhook secrets and API keys, and the
- * prefix of each source's secret (`sourceSecretName`).
+ * The Secrets Manager names of one environment's secrets (the stack's and the CLI's): the Mautic
+ * credential, the tokens, the sender credentials and each source's prefix (`sourceSecretName`).
  */
 export function secretNames(environment: string): {
   client: string;

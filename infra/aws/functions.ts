@@ -93,7 +93,7 @@ function refreshFunction(
 
 /**
  * The batch function on the events queue: delivers to Mautic, dead-letters, asks for tokens,
- * and keeps its action ledger in the de-duplication table.
+ * and keeps its action ledger and Mautic's shared health in the de-duplication table.
  */
 function batchFunction(
   stack: Stack,
@@ -123,6 +123,8 @@ function batchFunction(
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(retry.maxDelaySeconds),
       [ENV.RETRY_HORIZON_SECONDS]: String(retry.horizonSeconds),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
+      // The pacing's ceiling of calls in flight: every invocation the event source may run.
+      [ENV.MAX_CONCURRENCY]: String(settings.maxConcurrency),
       [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
     },
   });
@@ -143,7 +145,8 @@ function batchFunction(
   batch.useSecret(ENV.TOKEN_SECRET_ID, secrets.token);
   allow(batch, ['lambda:InvokeFunction'], refresh.function.functionArn);
   // The action ledger (addPoints at most once): claim (conditional put), read a claim it lost
-  // (get), mark it done (update), free it after a call that was not applied (delete).
+  // (get), mark it done (update), free it after a call that was not applied (delete). Mautic's
+  // shared health: one item, read (get) and written on the version read (conditional put).
   allow(
     batch,
     ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],

@@ -21,6 +21,7 @@ import type { RelayFunctions } from './functions.ts';
 import {
   type AlarmOn,
   above,
+  type CompositeOn,
   FIVE_MINUTES,
   type LogMetric,
   type RelayMetric,
@@ -87,9 +88,9 @@ export function alarmsAndDashboard(
 ): cloudwatch.Dashboard {
   const relayMetric = relayMetrics(metricsNamespace(settings.name));
   const logMetric = logMetrics(stack, settings, watched);
-  const alarm = alarmsTo(stack, alarmTopic(stack, settings));
+  const { alarm, composite } = alarmsTo(stack, alarmTopic(stack, settings));
   queueAndFunctionAlarms(alarm, settings, watched);
-  retryAlarms(alarm, settings, relayMetric, logMetric);
+  retryAlarms({ alarm, composite }, settings, relayMetric, logMetric);
   tokenAlarms(alarm, settings, relayMetric, watched.functions);
   ingestAlarms(alarm, logMetric, watched);
   return dashboard(stack, settings, { relayMetric, logMetric }, watched);
@@ -146,12 +147,32 @@ function alarmTopic(stack: Stack, settings: RelaySettings): sns.Topic {
   return topic;
 }
 
-function alarmsTo(stack: Stack, topic: sns.Topic): AlarmOn {
-  return (id, description, props) => {
+/** Alarms that page through the topic; a composite's parts page through the composite alone. */
+function alarmsTo(stack: Stack, topic: sns.Topic): { alarm: AlarmOn; composite: CompositeOn } {
+  const alarm: AlarmOn = (id, description, props, page = true) => {
     const created = new cloudwatch.Alarm(stack, id, { ...props, alarmDescription: description });
+    if (page) created.addAlarmAction(new actions.SnsAction(topic));
+    return created;
+  };
+  const composite: CompositeOn = (id, description, rule, suppressedBy) => {
+    const created = new cloudwatch.CompositeAlarm(stack, id, {
+      alarmRule: rule,
+      alarmDescription: description,
+      ...(suppressedBy === undefined
+        ? {}
+        : {
+            actionsSuppressor: suppressedBy,
+            // The parts may go into alarm before Mautic's do (a quarter-hour window): wait for
+            // it that long, and stay quiet a while after Mautic is back, while the held events
+            // drain.
+            actionsSuppressorWaitPeriod: Duration.minutes(20),
+            actionsSuppressorExtensionPeriod: Duration.minutes(30),
+          }),
+    });
     created.addAlarmAction(new actions.SnsAction(topic));
     return created;
   };
+  return { alarm, composite };
 }
 
 function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched: Watched) {
@@ -308,6 +329,7 @@ function dashboard(
         ]),
         graph('Failures', [
           as('Mautic calls failed', logMetric('MauticCallsFailed')),
+          as('Mautic circuit open (1)', relayMetric('MauticCircuitOpen', 'Maximum')),
           as('dead letters not sent', logMetric('DeadLetterSendsFailed')),
         ]),
       ],

@@ -21,7 +21,16 @@ export type AlarmOn = (
   id: string,
   description: string,
   props: Omit<cloudwatch.AlarmProps, 'alarmDescription'>,
+  /** `false`: a part of a composite alarm, which pages for it; no action of its own. */
+  page?: boolean,
 ) => cloudwatch.Alarm;
+/** A composite alarm that pages when its rule holds, unless `suppressedBy` is in alarm. */
+export type CompositeOn = (
+  id: string,
+  description: string,
+  rule: cloudwatch.IAlarmRule,
+  suppressedBy?: cloudwatch.IAlarm,
+) => cloudwatch.CompositeAlarm;
 
 /** An alarm on any data point above `threshold` in one period; no data is no alarm. */
 export function above(metric: cloudwatch.IMetric, threshold = 0) {
@@ -61,9 +70,13 @@ function sustained(period: Duration, times: number, gapSeconds: number) {
  * not send. A retried event comes back at most retryMaxDelaySeconds later, and is reported at
  * the end of the invocation that takes it (batchTimeoutSeconds at most): the alarms watch
  * windows that long, or a lone retried event would leave periods without data between its tries.
+ *
+ * One outage of Mautic is one page: MauticUnreachableAlarm (its circuit open, or its calls all
+ * failing), and the events it holds back page as EventsStuckAlarm only when Mautic is not the
+ * reason (suppressed while MauticUnreachableAlarm is up, and a while after).
  */
 export function retryAlarms(
-  alarm: AlarmOn,
+  { alarm, composite }: { alarm: AlarmOn; composite: CompositeOn },
   settings: RelaySettings,
   relayMetric: RelayMetric,
   logMetric: LogMetric,
@@ -72,22 +85,24 @@ export function retryAlarms(
   const age = sustained(FIVE_MINUTES, 1, gap);
   const retried = sustained(FIFTEEN_MINUTES, 3, gap);
   const failing = sustained(FIFTEEN_MINUTES, 2, gap);
-  alarm(
+  const ageAlarm = alarm(
     'RetriedEventAgeAlarm',
-    `Events sent back for a later try have waited longer than oldestEventAlarmSeconds since their first receive: Mautic down, refusing the token, rate limiting, or an entity-wide 403. See the batch log (events_retried, mautic_call_failed). It clears after ${age.evaluationPeriods * 5} minutes without one that old.`,
+    `Events sent back for a later try have waited longer than oldestEventAlarmSeconds since their first receive: Mautic down, refusing the token, rate limiting, or an entity-wide 403. See the batch log (events_retried, mautic_call_failed). It clears after ${age.evaluationPeriods * 5} minutes without one that old. Pages as EventsStuckAlarm.`,
     {
       ...above(relayMetric('OldestRetriedEventAge', 'Maximum'), settings.oldestEventAlarmSeconds),
       ...age,
     },
+    false,
   );
-  alarm(
+  const retriedAlarm = alarm(
     'EventsRetriedAlarm',
-    `Events were sent back for a later try in ${retried.datapointsToAlarm} of the last ${retried.evaluationPeriods} quarter hours: deliveries keep failing. See the batch log (events_retried: the reasons).`,
+    `Events were sent back for a later try in ${retried.datapointsToAlarm} of the last ${retried.evaluationPeriods} quarter hours: deliveries keep failing. See the batch log (events_retried: the reasons). Pages as EventsStuckAlarm.`,
     { ...above(relayMetric('EventsRetried', 'Sum', FIFTEEN_MINUTES)), ...retried },
+    false,
   );
-  alarm(
+  const failedAlarm = alarm(
     'MauticCallsFailedAlarm',
-    `In ${failing.datapointsToAlarm} of the last ${failing.evaluationPeriods} quarter hours, Mautic calls failed and none succeeded (network, timeout, 401, 403, 429, 5xx, a whole call refused with 400, 413 or 422): the batch log’s mautic_call_failed lines name the error. A failure with a success in the same quarter hour (a 429 waited out, a token renewed, a call narrowed down) does not count.`,
+    `In ${failing.datapointsToAlarm} of the last ${failing.evaluationPeriods} quarter hours, Mautic calls failed and none succeeded (network, timeout, 401, 403, 429, 5xx, a whole call refused with 400, 413 or 422): the batch log’s mautic_call_failed lines name the error. A failure with a success in the same quarter hour (a 429 waited out, a token renewed, a call narrowed down) does not count. Pages as MauticUnreachableAlarm.`,
     {
       ...above(
         new cloudwatch.MathExpression({
@@ -104,10 +119,56 @@ export function retryAlarms(
       ),
       ...failing,
     },
+    false,
   );
+  onePagePerOutage({ alarm, composite }, relayMetric, { ageAlarm, retriedAlarm, failedAlarm });
   alarm(
     'DeadLetterSendFailedAlarm',
     'The batch function could not send dead letters (event dead_letter_failed): those events stay on the events queue and are tried again; check the dead-letter queue and the batch role.',
     above(logMetric('DeadLetterSendsFailed')),
+  );
+}
+
+/**
+ * The composite alarms that page: MauticUnreachableAlarm (the circuit open in two 5-minute
+ * periods, or no call succeeding), and EventsStuckAlarm (events sent back), suppressed while
+ * Mautic is unreachable and half an hour after, while the held backlog drains.
+ */
+function onePagePerOutage(
+  { alarm, composite }: { alarm: AlarmOn; composite: CompositeOn },
+  relayMetric: RelayMetric,
+  parts: {
+    ageAlarm: cloudwatch.Alarm;
+    retriedAlarm: cloudwatch.Alarm;
+    failedAlarm: cloudwatch.Alarm;
+  },
+) {
+  const { ageAlarm, retriedAlarm, failedAlarm } = parts;
+  const circuit = alarm(
+    'MauticCircuitOpenAlarm',
+    'Mautic’s circuit was open (Mautic failing as a whole: calls refused, reset, timed out, 5xx or 429 across calls) in two 5-minute periods in a row: the batch function holds the events and probes Mautic. Part of MauticUnreachableAlarm.',
+    {
+      ...above(relayMetric('MauticCircuitOpen', 'Maximum')),
+      evaluationPeriods: 2,
+      datapointsToAlarm: 2,
+    },
+    false,
+  );
+  const unreachable = composite(
+    'MauticUnreachableAlarm',
+    'Mautic is unreachable, or refuses every call: its circuit stays open, or none of its calls succeed. The events wait in the queue (nothing is lost) and go out in full batches once a probe succeeds. npx mautic-relay status shows the circuit and the last failure; docs/operations.md has the runbook.',
+    cloudwatch.AlarmRule.anyOf(
+      cloudwatch.AlarmRule.fromAlarm(circuit, cloudwatch.AlarmState.ALARM),
+      cloudwatch.AlarmRule.fromAlarm(failedAlarm, cloudwatch.AlarmState.ALARM),
+    ),
+  );
+  composite(
+    'EventsStuckAlarm',
+    'Events keep being sent back, or the oldest sent back is older than oldestEventAlarmSeconds, while Mautic is reachable (suppressed while MauticUnreachableAlarm is up): the token, a 403, a rate limit. See the batch log (events_retried: the reasons).',
+    cloudwatch.AlarmRule.anyOf(
+      cloudwatch.AlarmRule.fromAlarm(ageAlarm, cloudwatch.AlarmState.ALARM),
+      cloudwatch.AlarmRule.fromAlarm(retriedAlarm, cloudwatch.AlarmState.ALARM),
+    ),
+    unreachable,
   );
 }

@@ -29,6 +29,9 @@ const endpointsSchema = z.looseObject({
   secretsEndpoint: z.string(),
   tokenSecretId: z.string(),
   clientSecretId: z.string().optional(),
+  /** dynalite and its de-duplication table, which holds Mautic's shared health (`status`). */
+  dynamodbEndpoint: z.string().optional(),
+  dedupTableName: z.string().optional(),
   /** The Mautic the local stack delivers to (its embedded simulator's, or MAUTIC_BASE_URL). */
   mauticUrl: z.string().optional(),
   /** The local stack's control endpoint (`POST /refresh` runs the refresher now). */

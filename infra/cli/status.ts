@@ -1,5 +1,8 @@
 import { GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { HEALTH_ITEM_KEY, parseHealthState } from '../../functions/core/health-state.ts';
+import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
 import type { Command } from './command.ts';
 import { queueAttributes } from './dead-letter-queue.ts';
 import { EXIT } from './errors.ts';
@@ -9,10 +12,11 @@ import type { Target } from './target.ts';
 export const statusCommand: Command = {
   name: 'status',
   usage: 'status (--env NAME | --local) [--json]',
-  summary: 'ingest URL, queue depth, dead letters, token time left',
+  summary: 'ingest URL, queue depth, dead letters, token time left, Mautic’s health',
   details: `Prints the ingest URL, the events queue (waiting, in flight, delayed, oldest event's
 age: from CloudWatch, so not known locally), the dead-letter count, the access and refresh
-tokens' time left and the last refresh (never a token), and the dashboard link for --env.
+tokens' time left and the last refresh (never a token), Mautic's health as the batch function
+shares it (its circuit, the next probe, its time per item), and the dashboard link for --env.
 ${TARGET_HELP}`,
   options: targetOptions,
   positionals: 0,
@@ -44,14 +48,33 @@ interface Status {
   };
   /** Beyond the contract's shape: the CloudWatch dashboard of an environment, else null. */
   dashboardUrl: string | null;
+  /** An extension of the contract's shape: Mautic's health as every batch invocation sees it. */
+  mautic: MauticStatus;
+}
+
+/** Mautic's shared health (docs/delivery.md, "Mautic's health"); unknown values are null. */
+interface MauticStatus {
+  circuit: 'closed' | 'open' | 'half_open' | null;
+  /** When the circuit entered that state. */
+  since: string | null;
+  /** Open: when the next probe goes, and the events held come back. */
+  nextProbeAt: string | null;
+  /** Mautic's recent and usual time per item of a call, in ms. */
+  recentMsPerItem: number | null;
+  usualMsPerItem: number | null;
+  /** Calls in flight allowed across invocations while Mautic is slow; null: not paced. */
+  callsInFlightAllowed: number | null;
+  /** The last failure that said Mautic is down, while the circuit is not closed. */
+  lastFailure: string | null;
 }
 
 async function collectStatus(target: Target, now: () => number): Promise<Status> {
-  const [queue, dead, token, oldest] = await Promise.all([
+  const [queue, dead, token, oldest, mautic] = await Promise.all([
     queueAttributes(target.sqs, target.eventsQueueUrl),
     queueAttributes(target.sqs, target.deadLetterQueueUrl),
     tokenTimes(target, now()),
     oldestAgeSeconds(target, now()),
+    mauticHealth(target),
   ]);
   return {
     ingestUrl: target.ingestUrl,
@@ -64,6 +87,46 @@ async function collectStatus(target: Target, now: () => number): Promise<Status>
     deadLetters: { count: dead.visible + dead.inFlight + dead.delayed },
     token,
     dashboardUrl: target.dashboardUrl,
+    mautic,
+  };
+}
+
+const UNKNOWN_HEALTH: MauticStatus = {
+  circuit: null,
+  since: null,
+  nextProbeAt: null,
+  recentMsPerItem: null,
+  usualMsPerItem: null,
+  callsInFlightAllowed: null,
+  lastFailure: null,
+};
+
+/** Mautic's shared health, read from its item in the de-duplication table (one GetItem). */
+async function mauticHealth(target: Target): Promise<MauticStatus> {
+  const read = async () =>
+    target.table?.dynamodb.send(
+      new GetItemCommand({
+        TableName: target.table.name,
+        Key: { [DEDUP_TABLE_KEY]: { S: HEALTH_ITEM_KEY } },
+      }),
+    );
+  // A table the operator may not read leaves Mautic's health unknown, not the whole status.
+  const answer = await read().catch(() => undefined);
+  if (answer === undefined) return UNKNOWN_HEALTH;
+  const { Item } = answer;
+  // No item yet: no batch has found Mautic failing since the table was made.
+  const state = Item === undefined ? undefined : parseHealthState(Item.state?.S);
+  const time = (at: number | undefined) => (at === undefined ? null : new Date(at).toISOString());
+  const round = (ms: number | undefined) => (ms === undefined ? null : Math.round(ms * 10) / 10);
+  const circuit = state?.circuit ?? (Item === undefined ? 'closed' : null);
+  return {
+    circuit,
+    since: time(state?.since),
+    nextProbeAt: state?.circuit === 'open' ? time(state.nextProbeAt) : null,
+    recentMsPerItem: round(state?.msPerItem),
+    usualMsPerItem: round(state?.usualMsPerItem),
+    callsInFlightAllowed: state?.allowance ?? null,
+    lastFailure: state?.circuit === 'closed' ? null : (state?.lastFailure?.message ?? null),
   };
 }
 
@@ -156,6 +219,25 @@ function statusLines(status: Status, target: Target): string[] {
     `  last refresh:   ${token.updatedAt ?? 'never'}`,
     `  Mautic version: ${token.mauticVersion ?? 'unknown (Mautic has not said yet)'}`,
   ];
+  lines.push(`  Mautic health:  ${mauticLine(status.mautic)}`);
   if (status.dashboardUrl) lines.push(`  dashboard:      ${status.dashboardUrl}`);
   return lines;
+}
+
+/** "circuit open since …, next probe …; 12.3 ms per item (usual 10.1); …", for people. */
+function mauticLine(mautic: MauticStatus): string {
+  if (mautic.circuit === null) return 'unknown';
+  const circuit =
+    mautic.circuit === 'closed'
+      ? 'circuit closed (calls go)'
+      : `circuit ${mautic.circuit === 'open' ? 'OPEN' : 'half-open (probing)'} since ${mautic.since}${mautic.nextProbeAt ? `, next probe ${mautic.nextProbeAt}` : ''}${mautic.lastFailure ? ` (last failure: ${mautic.lastFailure})` : ''}`;
+  const pace =
+    mautic.recentMsPerItem === null
+      ? 'no call time yet'
+      : `${mautic.recentMsPerItem} ms per item recently (usual ${mautic.usualMsPerItem})`;
+  const paced =
+    mautic.callsInFlightAllowed === null
+      ? ''
+      : `; calls in flight paced to ${mautic.callsInFlightAllowed}`;
+  return `${circuit}; ${pace}${paced}`;
 }

@@ -1,5 +1,6 @@
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { clientConfig } from './environment-region.ts';
@@ -22,6 +23,8 @@ export interface Target {
   secrets: SecretsManagerClient;
   /** For the oldest event's age, which only CloudWatch knows; none locally. */
   cloudwatch: CloudWatchClient | undefined;
+  /** The de-duplication table, which holds Mautic's shared health (`status`); unknown: none. */
+  table?: { dynamodb: DynamoDBClient; name: string };
   /** The Mautic a local stack delivers to (`mautic --local` reads it); none for --env. */
   mauticUrl?: string | undefined;
 }
@@ -37,6 +40,7 @@ export const OUTPUTS = {
   tokenSecretName: 'TokenSecretName',
   webhookSecretName: 'WebhookSecretName',
   dashboardName: 'DashboardName',
+  dedupTableName: 'DedupTableName',
   ingestFunctionName: 'IngestFunctionName',
 } as const;
 
@@ -84,6 +88,7 @@ export async function environmentTarget(environment: string): Promise<Target> {
   const region = await cloudFormation.config.region();
   cloudFormation.destroy();
   const dashboard = outputs.get(OUTPUTS.dashboardName);
+  const table = outputs.get(OUTPUTS.dedupTableName);
   return {
     name: environment,
     local: false,
@@ -98,6 +103,7 @@ export async function environmentTarget(environment: string): Promise<Target> {
     sqs: new SQSClient(aws),
     secrets: new SecretsManagerClient(aws),
     cloudwatch: new CloudWatchClient(aws),
+    ...(table === undefined ? {} : { table: { dynamodb: new DynamoDBClient(aws), name: table } }),
   };
 }
 
@@ -129,6 +135,14 @@ export function localTarget(env: Readonly<Record<string, string | undefined>>): 
     sqs: new SQSClient({ ...local, endpoint: endpoints.sqsEndpoint }),
     secrets: new SecretsManagerClient({ ...local, endpoint: endpoints.secretsEndpoint }),
     cloudwatch: undefined,
+    ...(endpoints.dynamodbEndpoint === undefined || endpoints.dedupTableName === undefined
+      ? {}
+      : {
+          table: {
+            dynamodb: new DynamoDBClient({ ...local, endpoint: endpoints.dynamodbEndpoint }),
+            name: endpoints.dedupTableName,
+          },
+        }),
   };
 }
 
@@ -137,4 +151,5 @@ export function closeTarget(target: Target): void {
   target.sqs.destroy();
   target.secrets.destroy();
   target.cloudwatch?.destroy();
+  target.table?.dynamodb.destroy();
 }

@@ -8,7 +8,7 @@ type Extra = Record<string, unknown>;
  * Logger prints what a person at a terminal wants instead of JSON: one short line per Mautic
  * call and per dead-lettered event, warnings and errors in a line each, and the rest only at
  * DEBUG. It recognises lines by their stable `event` field (`mautic_call`, `mautic_call_failed`,
- * `dead_lettered`), never by message text. Like the cloud logs, it never holds record contents or tokens (the handlers never log
+ * `dead_lettered`, `mautic_circuit`, `mautic_paced`), never by message text. Like the cloud logs, it never holds record contents or tokens (the handlers never log
  * them).
  */
 export class LineLogger extends Logger {
@@ -25,6 +25,8 @@ export class LineLogger extends Logger {
     const fields = merge(extra);
     if (fields.event === 'mautic_call') {
       this.#print(mauticCallLine(fields));
+    } else if (fields.event === 'mautic_circuit' || fields.event === 'mautic_paced') {
+      this.#print(healthLine(fields));
     } else if (this.#debug) {
       this.#print(`${String(input)} ${JSON.stringify(fields)}`);
     }
@@ -53,6 +55,8 @@ export class LineLogger extends Logger {
       this.#print(
         `dead-lettered ${fields.eventId ?? fields.messageId} (${typeof fields.source === 'string' ? `source ${fields.source}` : `${fields.entity ?? '?'} ${fields.action ?? '?'}`}): ${fields.reason}${status}`,
       );
+    } else if (fields.event === 'mautic_circuit' || fields.event === 'mautic_paced') {
+      this.#print(healthLine(fields));
     } else if (fields.event === 'mautic_call_failed') {
       this.#print(
         `failed ${fields.entity} ${fields.action}: ${fields.items} items, ${fields.error}`,
@@ -92,6 +96,20 @@ function mauticCallLine(fields: Extra): string {
   const what = `${fields.entity} ${fields.action}: ${items} ${items === 1 ? 'item' : 'items'}, ${statuses}`;
   if (refused <= 0) return `delivered ${what}${idText}, ${fields.durationMs} ms`;
   return `refused ${refused} of ${what}${idText && `, delivered${idText.slice(1)}`}, ${fields.durationMs} ms`;
+}
+
+/** Mautic's shared health changed: its circuit, or the calls in flight allowed. */
+function healthLine(fields: Extra): string {
+  if (fields.event === 'mautic_paced') {
+    return `Mautic paced: ${fields.callsInFlight} calls in flight (${Number(fields.msPerItem).toFixed(1)} ms per item, usual ${Number(fields.usualMsPerItem).toFixed(1)})`;
+  }
+  if (fields.circuit === 'closed') return 'Mautic circuit closed: calls go';
+  const next =
+    typeof fields.nextProbeAt === 'number'
+      ? `, next probe ${new Date(fields.nextProbeAt).toISOString()}`
+      : '';
+  const why = fields.lastFailure === undefined ? '' : ` (${fields.lastFailure})`;
+  return `Mautic circuit ${fields.circuit}${next}${why}`;
 }
 
 /** `1-3 7 9-10`: ids in order, runs shortened, at most 20 shown. */

@@ -36,6 +36,9 @@ const localSchema = z
     RETRY_MAX_DELAY_SECONDS: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
     RETRY_HORIZON_SECONDS: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
     MAX_CONCURRENCY: integer(1, 20, 2),
+    // Unset: derived from the retry settings, as in the cloud (docs/configuration.md).
+    CIRCUIT_PROBE_BASE_SECONDS: integer(1, 600, 0),
+    CIRCUIT_PROBE_MAX_SECONDS: integer(1, 600, 0),
     // As the stack's: the function's 60 s fits a real Mautic's slowest 200-item calls (4–7 s on
     // 2 cores) many times over, and the visibility timeout is 6 times it.
     VISIBILITY_TIMEOUT_SECONDS: integer(1, 43_200, 360),

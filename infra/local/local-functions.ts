@@ -104,6 +104,13 @@ export function startBatchFunction(
       [ENV.RETRY_MAX_DELAY_SECONDS]: String(config.RETRY_MAX_DELAY_SECONDS),
       [ENV.RETRY_HORIZON_SECONDS]: String(config.RETRY_HORIZON_SECONDS),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
+      [ENV.MAX_CONCURRENCY]: String(config.MAX_CONCURRENCY),
+      ...(config.CIRCUIT_PROBE_BASE_SECONDS
+        ? { [ENV.CIRCUIT_PROBE_BASE_SECONDS]: String(config.CIRCUIT_PROBE_BASE_SECONDS) }
+        : {}),
+      ...(config.CIRCUIT_PROBE_MAX_SECONDS
+        ? { [ENV.CIRCUIT_PROBE_MAX_SECONDS]: String(config.CIRCUIT_PROBE_MAX_SECONDS) }
+        : {}),
       [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
     }),
     {

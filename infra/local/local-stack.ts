@@ -126,7 +126,7 @@ function announce(
     retry: ReturnType<typeof localRetryPolicy>;
     secrets: LocalSecrets;
     queues: LocalQueues;
-    dedup: { description: string };
+    dedup: { description: string; endpoint: string; tableName: string };
     front: { url: string };
     control: { url: string };
     sourcesFile: string | undefined;
@@ -155,7 +155,13 @@ function announce(
   const ingestUrl = `${parts.front.url}/events`;
   if (options.endpointsDir !== undefined) {
     const where = { ingestUrl, sourcesFile, secrets, queues, controlUrl: parts.control.url };
-    const removeEndpoints = writeEndpoints(options.endpointsDir, config, { ...where, mauticUrl });
+    // dynalite's table, where `status --local` reads Mautic's shared health.
+    const table = { dynamodbEndpoint: parts.dedup.endpoint, dedupTableName: parts.dedup.tableName };
+    const removeEndpoints = writeEndpoints(options.endpointsDir, config, {
+      ...where,
+      mauticUrl,
+      table,
+    });
     // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
     stops.push(async () => removeEndpoints());
   }
@@ -174,6 +180,7 @@ function writeEndpoints(
     queues: LocalQueues;
     controlUrl: string;
     mauticUrl: string;
+    table: { dynamodbEndpoint: string; dedupTableName: string };
   },
 ): () => void {
   const { sourcesFile, secrets, queues } = where;
@@ -183,6 +190,7 @@ function writeEndpoints(
     queueUrl: queues.queueUrl,
     deadLetterQueueUrl: queues.deadLetterQueueUrl,
     secretsEndpoint: secrets.endpoint,
+    ...where.table,
     tokenSecretId: secrets.ids.tokenSecretId,
     clientSecretId: secrets.ids.clientSecretId,
     mauticUrl: where.mauticUrl,

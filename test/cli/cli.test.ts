@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { CloudWatchClient, GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import {
   GetSecretValueCommand,
   PutSecretValueCommand,
@@ -29,6 +30,7 @@ const cloudFormation = mockClient(CloudFormationClient);
 const sqs = mockClient(SQSClient);
 const secrets = mockClient(SecretsManagerClient);
 const cloudwatch = mockClient(CloudWatchClient);
+const dynamodb = mockClient(DynamoDBClient);
 const NOW = Date.parse('2026-11-24T12:00:00.000Z');
 const EVENTS = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-EventsQueue.fifo';
 const DLQ = 'https://sqs.eu-west-1.amazonaws.com/123456789012/MauticRelay-dev-DeadLetterQueue.fifo';
@@ -42,6 +44,7 @@ const OUTPUTS = {
   TokenSecretName: 'MauticRelay/dev/token',
   WebhookSecretName: 'MauticRelay/dev/webhook',
   DashboardName: 'MauticRelay-dev',
+  DedupTableName: 'MauticRelay-dev-DedupTable',
   RefreshFunctionName: 'MauticRelay-dev-Refresh',
 };
 
@@ -70,7 +73,8 @@ function awsCalls(): number {
     cloudFormation.calls().length +
     sqs.calls().length +
     secrets.calls().length +
-    cloudwatch.calls().length
+    cloudwatch.calls().length +
+    dynamodb.calls().length
   );
 }
 
@@ -148,6 +152,7 @@ afterEach(() => {
   sqs.reset();
   secrets.reset();
   cloudwatch.reset();
+  dynamodb.reset();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -420,6 +425,24 @@ describe('status --env', () => {
     cloudwatch.on(GetMetricDataCommand).resolves({
       MetricDataResults: [{ Id: 'oldest', Values: [42.4, 10] }],
     });
+    // Mautic's shared health, as the batch function keeps it in the de-duplication table.
+    const open = {
+      circuit: 'open',
+      since: NOW - 120_000,
+      nextProbeAt: NOW + 15_000,
+      probeIntervalMs: 20_000,
+      failures: [],
+      lastFailure: { status: 503, message: 'POST /api/contacts/batch/new failed with status 503' },
+      msPerItem: 12.345,
+      usualMsPerItem: 10.01,
+      slots: {},
+    };
+    dynamodb
+      .on(GetItemCommand, {
+        TableName: OUTPUTS.DedupTableName,
+        Key: { id: { S: 'mautic#health' } },
+      })
+      .resolves({ Item: { state: { S: JSON.stringify(open) }, version: { N: '9' } } });
 
     const json = await run(['status', '--env', 'dev', '--json']);
     expect(json.code).toBe(EXIT.ok);
@@ -436,6 +459,15 @@ describe('status --env', () => {
       dashboardUrl:
         // The region cdk.json binds dev to, whatever AWS_REGION says (eu-west-1 here).
         'https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards/dashboard/MauticRelay-dev',
+      mautic: {
+        circuit: 'open',
+        since: new Date(NOW - 120_000).toISOString(),
+        nextProbeAt: new Date(NOW + 15_000).toISOString(),
+        recentMsPerItem: 12.3,
+        usualMsPerItem: 10,
+        callsInFlightAllowed: null,
+        lastFailure: 'POST /api/contacts/batch/new failed with status 503',
+      },
     });
     const metricQuery = cloudwatch.commandCalls(GetMetricDataCommand)[0]?.args[0].input;
     expect(metricQuery?.MetricDataQueries?.[0]?.MetricStat?.Metric?.Dimensions).toEqual([
@@ -446,6 +478,9 @@ describe('status --env', () => {
     expect(human.out).toContain('12 waiting, 3 in flight, 1 delayed; oldest 42 s');
     expect(human.out).toContain('access token:   50 min 0 s left');
     expect(human.out).toContain('Mautic version: 5.1.1');
+    expect(human.out).toContain(
+      `Mautic health:  circuit OPEN since ${new Date(NOW - 120_000).toISOString()}, next probe ${new Date(NOW + 15_000).toISOString()} (last failure: POST /api/contacts/batch/new failed with status 503); 12.3 ms per item recently (usual 10)`,
+    );
     expect(human.out).toContain('dashboard:      https://us-east-1.console.aws.amazon.com');
     for (const shown of [json.out, human.out, json.err, human.err]) {
       expect(shown).not.toContain(ACCESS_TOKEN);
@@ -459,9 +494,12 @@ describe('status --env', () => {
     queue(DLQ, 0);
     secrets.on(GetSecretValueCommand).resolves({ SecretString: '{}' });
     cloudwatch.on(GetMetricDataCommand).resolves({ MetricDataResults: [{ Id: 'oldest' }] });
+    dynamodb.on(GetItemCommand).resolves({});
     const { out } = await run(['status', '--env', 'dev', '--json']);
     expect(JSON.parse(out)).toMatchObject({
       queue: { oldestAgeSeconds: null },
+      // No item: no batch has found Mautic failing, nor timed a call, since the table was made.
+      mautic: { circuit: 'closed', since: null, recentMsPerItem: null, callsInFlightAllowed: null },
       token: {
         accessTokenSecondsLeft: null,
         refreshTokenSecondsLeft: null,

@@ -142,6 +142,8 @@ describe('operator commands against npm start', () => {
         mauticVersion: '5.1.1',
       },
       dashboardUrl: null,
+      // Mautic answered every call: the shared circuit is closed.
+      mautic: expect.objectContaining({ circuit: 'closed', nextProbeAt: null, lastFailure: null }),
     });
     expect(
       (status.token as { accessTokenSecondsLeft: number }).accessTokenSecondsLeft,

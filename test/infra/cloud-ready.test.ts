@@ -307,11 +307,63 @@ describe('alarms that see a stuck queue', () => {
     });
   });
 
+  it('pages once for a Mautic outage: MauticUnreachableAlarm, while the events it holds back page only when Mautic is reachable', () => {
+    const t = template();
+    const all = alarms(t);
+    const composites = Object.fromEntries(
+      Object.entries(t.findResources('AWS::CloudWatch::CompositeAlarm')).map(([id, alarm]) => [
+        id.replace(/[0-9A-F]{8}$/, ''),
+        alarm.Properties,
+      ]),
+    );
+    const parts = (name: string) =>
+      JSON.stringify(composites[name]?.AlarmRule).match(/(\w+Alarm)[0-9A-F]{8}/g) ?? [];
+
+    expect(all.MauticCircuitOpenAlarm).toMatchObject({
+      MetricName: 'MauticCircuitOpen',
+      Dimensions: [{ Name: 'service', Value: 'batch' }],
+      Statistic: 'Maximum',
+      Period: 300,
+      Threshold: 0,
+      EvaluationPeriods: 2,
+      DatapointsToAlarm: 2,
+      TreatMissingData: 'notBreaching',
+    });
+    expect(parts('MauticUnreachableAlarm').map((id) => id.slice(0, -8))).toEqual([
+      'MauticCircuitOpenAlarm',
+      'MauticCallsFailedAlarm',
+    ]);
+    expect(parts('EventsStuckAlarm').map((id) => id.slice(0, -8))).toEqual([
+      'RetriedEventAgeAlarm',
+      'EventsRetriedAlarm',
+    ]);
+    expect(composites.EventsStuckAlarm).toMatchObject({
+      ActionsSuppressor: {
+        'Fn::GetAtt': [expect.stringMatching(/^MauticUnreachableAlarm/), 'Arn'],
+      },
+      ActionsSuppressorWaitPeriod: 1200,
+      ActionsSuppressorExtensionPeriod: 1800,
+    });
+    // The parts page only through their composite: one page for one outage, not three.
+    for (const part of [
+      'MauticCircuitOpenAlarm',
+      'MauticCallsFailedAlarm',
+      'RetriedEventAgeAlarm',
+      'EventsRetriedAlarm',
+    ])
+      expect(all[part]?.AlarmActions, part).toBeUndefined();
+  });
+
   it('has a runbook entry in docs/operations.md for every alarm', () => {
     const runbook = readFileSync('docs/operations.md', 'utf8');
     const headings = new Set([...runbook.matchAll(/^### (\w+Alarm)$/gm)].map((m) => m[1]));
+    const prod = template('prod');
+    const composites = Object.keys(prod.findResources('AWS::CloudWatch::CompositeAlarm')).map(
+      (id) => id.replace(/[0-9A-F]{8}$/, ''),
+    );
 
-    for (const name of Object.keys(alarms(template('prod'))))
+    expect(composites.sort()).toEqual(['EventsStuckAlarm', 'MauticUnreachableAlarm']);
+    for (const name of [...Object.keys(alarms(prod)), ...composites])
       expect(headings.has(name), `### ${name} in docs/operations.md`).toBe(true);
   });
 });

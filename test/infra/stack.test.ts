@@ -523,7 +523,7 @@ describe('the relay stack', () => {
     });
   });
 
-  it('raises every alarm to the SNS topic', () => {
+  it('raises every alarm to the SNS topic: itself, or the composite alarm it is a part of', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
     const metrics = alarms.map(
       (alarm) =>
@@ -540,6 +540,7 @@ describe('the relay stack', () => {
         'ApproximateNumberOfMessagesVisible',
         'Errors',
         'EventsRetried',
+        'MauticCircuitOpen',
         'expr_1+failed+calls',
         'OldestRetriedEventAge',
         'RefreshTokenSecondsLeft',
@@ -547,8 +548,15 @@ describe('the relay stack', () => {
         'expr_1+failed+errors',
       ].sort(),
     );
-    for (const alarm of alarms)
-      expect(alarm.Properties.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^Alarms/) }]);
+    const topic = [{ Ref: expect.stringMatching(/^Alarms/) }];
+    const composites = template.findResources('AWS::CloudWatch::CompositeAlarm');
+    const rules = JSON.stringify(Object.values(composites).map((c) => c.Properties.AlarmRule));
+    for (const composite of Object.values(composites))
+      expect(composite.Properties.AlarmActions).toEqual(topic);
+    for (const [id, alarm] of Object.entries(template.findResources('AWS::CloudWatch::Alarm'))) {
+      if (alarm.Properties.AlarmActions === undefined) expect(rules).toContain(id);
+      else expect(alarm.Properties.AlarmActions).toEqual(topic);
+    }
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'RefreshTokenSecondsLeft',
       Threshold: 172_800,

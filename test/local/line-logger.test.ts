@@ -50,6 +50,30 @@ describe('LineLogger', () => {
     ]);
   });
 
+  it('tells a person at the terminal when Mautic’s circuit opens and closes, and when its calls are paced', () => {
+    const { lines, log } = logger();
+    const at = Date.parse('2026-12-01T10:00:20Z');
+    log.warn("Mautic's circuit changed", {
+      event: 'mautic_circuit',
+      circuit: 'open',
+      nextProbeAt: at,
+      lastFailure: 'POST /api/contacts/batch/new failed with status 503',
+    });
+    log.warn('Calls in flight to Mautic paced', {
+      event: 'mautic_paced',
+      callsInFlight: 1,
+      msPerItem: 12.34,
+      usualMsPerItem: 1.2,
+    });
+    log.info("Mautic's circuit changed", { event: 'mautic_circuit', circuit: 'closed' });
+
+    expect(lines).toEqual([
+      'Mautic circuit open, next probe 2026-12-01T10:00:20.000Z (POST /api/contacts/batch/new failed with status 503)',
+      'Mautic paced: 1 calls in flight (12.3 ms per item, usual 1.2)',
+      'Mautic circuit closed: calls go',
+    ]);
+  });
+
   it("names a source's payload that could not be mapped by its source, and an event by entity and action", () => {
     const { lines, log } = logger();
     const kept = { event: 'dead_lettered', reason: 'mapping_failed' };

@@ -1092,6 +1092,20 @@ describe('faults and scripted answers', () => {
     expect(first.some((status) => status === 'dropped' || status >= 500)).toBe(true);
   });
 
+  it('answers every failure with the one status asked for: an outage behind a proxy', async () => {
+    const simulator = await start({ faults: { seed: 5, errorRate: 1, errorStatus: 503 } });
+    const token = simulator.issueToken().accessToken;
+
+    const replies = [];
+    for (let i = 0; i < 6; i++)
+      replies.push(await api(simulator, 'GET', '/api/contacts', { token }));
+
+    expect(replies.map((reply) => reply.status)).toEqual([503, 503, 503, 503, 503, 503]);
+    await expect(start({ faults: { seed: 5, errorStatus: 504 as never } })).rejects.toThrow(
+      /errorStatus must be 500, 502 or 503/,
+    );
+  });
+
   it('drops connections on /api only by default, and can be switched off', async () => {
     const simulator = await start({ faults: { seed: 1, dropRate: 1 } });
     const token = simulator.issueToken().accessToken;

@@ -36,10 +36,32 @@ describe('loadBatchConfig', () => {
         baseSeconds: 30,
         maxDelaySeconds: 900,
         horizonSeconds: 86_400,
-        maxReceiveCount: 298,
+        // What the backoff needs (198), returns at times Mautic names (100), and returns of
+        // events the circuit holds (120).
+        maxReceiveCount: 418,
       },
+      // Probes from 5 s, doubling, up to the first retry delay (30 s): 5, 10, 20 s. Calls in
+      // flight: 2 invocations × 2 entities each.
+      circuit: { probeBaseMs: 5_000, probeMaxMs: 30_000, ceiling: 4 },
       actionLedgerTableName: 'relay-dev-dedup',
     });
+  });
+
+  it('reads the circuit settings, shortened with the first retry delay unless set', () => {
+    const circuit = (env: Record<string, string>) =>
+      loadBatchConfig({ ...required, ...env }).circuit;
+
+    expect(circuit({ RETRY_BASE_SECONDS: '2' })).toMatchObject({
+      probeBaseMs: 2_000,
+      probeMaxMs: 2_000,
+    });
+    expect(
+      circuit({ CIRCUIT_PROBE_BASE_SECONDS: '3', CIRCUIT_PROBE_MAX_SECONDS: '90' }),
+    ).toMatchObject({ probeBaseMs: 3_000, probeMaxMs: 90_000 });
+    expect(circuit({ MAX_CONCURRENCY: '5', DELIVERY_CONCURRENCY: '3' }).ceiling).toBe(15);
+    expect(() => circuit({ CIRCUIT_PROBE_MAX_SECONDS: '601' })).toThrow(
+      /CIRCUIT_PROBE_MAX_SECONDS must be at most 600/,
+    );
   });
 
   it('reads the tunables from the environment', () => {

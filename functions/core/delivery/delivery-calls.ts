@@ -17,9 +17,11 @@ import type {
   TokenSource,
 } from '../ports.ts';
 import { IN_CALL_RETRY } from '../retry-policy.ts';
-import { ambiguousAction } from './answer-policy.ts';
+import { ambiguousAction, isUpserted } from './answer-policy.ts';
 import type { Chunk, PlannedItem } from './batch-plan.ts';
+import { callKey } from './circuit.ts';
 import { type Decision, isUnexpected, type MessageOutcome } from './failure-policy.ts';
+import type { MauticHealth } from './mautic-health.ts';
 import type { MauticItemTime } from './mautic-item-time.ts';
 
 /** Tunables of one delivery run. */
@@ -81,13 +83,20 @@ export interface DeliveryDeps {
    * container lives: what sizes and times the calls (`call-budget.ts`).
    */
   itemTime?: MauticItemTime;
+  /** Mautic's health as every invocation shares it (contract §2): no gate when absent. */
+  health?: MauticHealth;
 }
 
 /** Waits for a time Mautic named, per call: a clock that does not move cannot loop a call. */
 export const MAX_WAITS_PER_CALL = 3;
 
-/** A call that waited for Mautic's named time as often as it may: back to the queue. */
-export const WAITED_OUT: MessageOutcome = Object.freeze({ kind: 'retry', reason: 'rate_limited' });
+/** A call that waited for Mautic's named time as often as it may: back then, via the queue. */
+export function waitedOut(halt: { rateLimitedUntil?: number | undefined }): MessageOutcome {
+  const notBefore = halt.rateLimitedUntil;
+  return notBefore === undefined
+    ? { kind: 'retry', reason: 'rate_limited' }
+    : { kind: 'retry', reason: 'rate_limited', notBefore };
+}
 
 /** How a call may be repeated: a write, a non-idempotent write (`addPoints`), a contact lookup. */
 export type CallKind = 'write' | 'once' | 'lookup';
@@ -281,4 +290,78 @@ export async function accessTokenFor(
     deps.logger.error('No usable Mautic access token', { error: describeError(error) });
     return undefined;
   }
+}
+
+/** A call through the health gate: answered, failed, or its items held without a call. */
+export type GatedCall<T> =
+  | { kind: 'held'; outcome: MessageOutcome }
+  | { kind: 'answered'; answer: T; started: number }
+  | { kind: 'failed'; error: unknown; started: number };
+
+/**
+ * One Mautic call, admitted by Mautic's shared health first (`mautic-health.ts`): held while the
+ * circuit is open (waited for when the next probe comes within 15 s), the probe when one
+ * is due, in a slot while paced; what its answer or failure says of Mautic is recorded for every
+ * invocation. `leaseUntil`: when the call is aborted at the latest.
+ */
+export async function gatedCall<T>(
+  { health, clock, itemTime }: Pick<DeliveryDeps, 'health' | 'clock' | 'itemTime'>,
+  call: {
+    items: ReadonlyArray<PlannedItem>;
+    kind: CallKind;
+    /**
+     * The delivery run's: no call starts after `callsUntil`, each is aborted by `leaseUntil`. It
+     * waits for a probe once at most: once its items were held or its probe failed, the rest are
+     * held at once, so the invocation ends soon and never waits probe after probe.
+     */
+    run: { mayWait: boolean; callsUntil: number; leaseUntil: number };
+  },
+  send: () => Promise<T>,
+): Promise<GatedCall<T>> {
+  // A wait leaves the call its own expected time (Mautic's pace) before calls must stop.
+  const expected = 1.5 * (itemTime?.msPerItem ?? 0) * call.items.length;
+  const waitMs = call.run.mayWait ? IN_CALL_RETRY.maxInRunWaitMs : 0;
+  const waitUntil = Math.min(call.run.callsUntil - expected, clock.now() + waitMs);
+  const admission = await health?.admit({ waitUntil, leaseUntil: call.run.leaseUntil });
+  if (admission?.kind === 'hold') {
+    if (admission.outcome.reason === 'mautic_unavailable') call.run.mayWait = false;
+    return { kind: 'held', outcome: admission.outcome };
+  }
+  const ticket = admission?.ticket;
+  const started = clock.now();
+  try {
+    const answer = await send();
+    // A lookup's time says nothing of the time per item of a write.
+    const items = call.kind === 'lookup' ? 0 : call.items.length;
+    if (health && ticket) await health.answered(ticket, { items, ms: clock.now() - started });
+    return { kind: 'answered', answer, started };
+  } catch (error) {
+    const key = callKey(call.items.flatMap((item) => item.messageIds));
+    if (health && ticket) await health.failed(ticket, key, error);
+    if (ticket?.probe) call.run.mayWait = false;
+    return { kind: 'failed', error, started };
+  }
+}
+
+/**
+ * While Mautic's circuit is open, a call of several items is first made with one alone, the probe
+ * (contract §2: one small call): an item that is safe to send again (not a create Mautic might
+ * double unseen), else the first; then the rest. Undefined when the call may go whole (closed, or
+ * another call probing: it waits for that one's answer).
+ */
+export function probeItem(
+  { health, mauticVersion }: Pick<DeliveryDeps, 'health' | 'mauticVersion'>,
+  chunk: Chunk,
+  items: ReadonlyArray<PlannedItem>,
+): { probe: PlannedItem; rest: PlannedItem[] } | undefined {
+  // While another call probes, the whole call waits for its answer instead.
+  if (items.length < 2 || health === undefined || health.closed() || health.probing())
+    return undefined;
+  const probe =
+    items.find(
+      (item) =>
+        chunk.action !== 'create' || isUpserted(chunk.entity, item.payload, mauticVersion?.value),
+    ) ?? items[0];
+  if (probe === undefined) return undefined;
+  return { probe, rest: items.filter((item) => item !== probe) };
 }

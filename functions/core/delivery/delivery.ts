@@ -21,11 +21,13 @@ import {
   type DeliveryDeps,
   type DeliveryOptions,
   deliverOnce,
+  gatedCall,
   MAX_WAITS_PER_CALL,
+  probeItem,
   recordCall,
   recordLookup,
   sendChunk,
-  WAITED_OUT,
+  waitedOut,
 } from './delivery-calls.ts';
 import {
   type CallSituation,
@@ -47,8 +49,8 @@ import {
  * this module carries it out: order per record (an item that must follow an event left to the
  * queue goes back untried), merged items refused as invalid sent again event by event, creates
  * Mautic may have applied unseen never sent again, a time Mautic named waited for, a repeated
- * 5xx narrowed down to its item. Contacts named by `match` are resolved chunk by chunk with one
- * lookup for what the run still needs (contact-refs.ts); actions go in bulk where Mautic can.
+ * 5xx narrowed down to its item, every call past Mautic's shared health (`gatedCall`). Contacts
+ * by `match` are resolved chunk by chunk (contact-refs.ts); actions go in bulk where Mautic can.
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -68,6 +70,7 @@ class DeliveryRun {
   /** The records of items left to the queue: later items that must follow them wait. */
   readonly #waiting: Array<{ record: RecordRef; outcome: MessageOutcome & { kind: 'retry' } }> = [];
   readonly #halt: RunHalt = {};
+  readonly #gate: { mayWait: boolean; callsUntil: number; leaseUntil: number };
   readonly #refs: ContactReferences;
   readonly #deadline: number;
   readonly #deps: DeliveryDeps;
@@ -86,6 +89,7 @@ class DeliveryRun {
     this.#deps = deps;
     this.#options = options;
     this.#signal = signal;
+    this.#gate = { mayWait: true, callsUntil: this.#callsUntil(), leaseUntil: deadline };
     // A time Mautic named in an earlier run of this container still holds, never past the cap.
     const [named, now] = [deps.namedPause?.until, deps.clock.now()];
     if (named !== undefined && named > now)
@@ -171,6 +175,11 @@ class DeliveryRun {
 
   /** One Mautic call for the items, then whatever the failure policy decides, until settled. */
   async #deliverItems(chunk: Chunk, items: PlannedItem[], kind: CallKind = 'write'): Promise<void> {
+    const probing = probeItem(this.#deps, chunk, items);
+    if (probing !== undefined) {
+      await this.#deliverItems(chunk, [probing.probe], kind);
+      return this.#deliverItems(chunk, probing.rest, kind);
+    }
     const attempt = await this.#attempt(chunk, items, this.#send(chunk), kind);
     if (attempt.kind === 'split') {
       if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
@@ -204,15 +213,15 @@ class DeliveryRun {
         return undefined;
       },
       settle: (part, failure) => this.#settle(part, failure),
+      outage: () => this.#deps.health?.holding(),
     });
   }
 
   /**
-   * Makes one call until it is answered or the failure policy settles the items (or splits
-   * them, or has them narrowed down). A `once` call is not idempotent, so a failure that may
-   * have been applied settles the items as `ambiguous_result` instead of calling again; a
-   * `lookup` refused is never the events' fault, so it sends them back to the queue rather than
-   * to the dead letters. A time Mautic named is waited for here when it is near (`wait`).
+   * Makes one call until it is answered or the failure policy settles the items (or splits or
+   * narrows them). A `once` call is not idempotent: a failure that may have been applied settles
+   * its items `ambiguous_result`; a `lookup` refused is never the events' fault: back to the
+   * queue, not the dead letters. A time Mautic named is waited for here when near (`wait`).
    */
   async #attempt<T>(
     chunk: Chunk,
@@ -232,44 +241,44 @@ class DeliveryRun {
         continue;
       }
       if (stopped)
-        return this.#settled(items, stopped.kind === 'wait' ? this.#waitedOut() : stopped);
+        return this.#settled(items, stopped.kind === 'wait' ? waitedOut(this.#halt) : stopped);
       const accessToken = await this.#accessToken(token, refused);
       if (accessToken === undefined) return this.#settled(items, NO_TOKEN);
       if (kind === 'write') items = this.#fitToTime(items);
       if (items.length === 0) return { kind: 'settled' };
-      const started = this.#deps.clock.now();
-      try {
-        const answer = await send(this.#callOptions(accessToken, items.length), items);
-        return { kind: 'answered', answer, items, started };
-      } catch (error) {
-        recordCall(this.#deps, chunk, items, started, error, this.#limit());
-        if (kind === 'once' && !surelyNotApplied(error)) {
-          return this.#settled(
-            items,
-            ambiguousAction(chunk.action, `its answer cannot tell (${describeError(error)})`),
-          );
-        }
-        items = this.#setAsideUnrepeatable(chunk, items, error);
-        if (items.length === 0) return { kind: 'settled' };
-        const call = { items: items.length, attempt, token, narrowing };
-        const decision = decideAfterFailure(error, this.#situation(chunk, call));
-        if (decision.kind === 'renew_token') {
-          if (decision.token === 'refused') refused = accessToken;
-          token = decision.token;
-        } else if (decision.kind === 'call_again') {
-          await this.#deps.sleep(decision.afterMs);
-          attempt++;
-        } else if (decision.kind === 'wait') {
-          // Counted: a time named that is already past must not loop the call.
-          if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, this.#waitedOut());
-          this.#pause(decision.halt);
-        } else if (decision.kind === 'split' || decision.kind === 'narrow') {
-          return decision.kind === 'split'
-            ? { kind: 'split', decision, items }
-            : { kind: 'narrow', outcome: decision.outcome, items };
-        } else {
-          return this.#carryOut(decision, items, kind);
-        }
+      const call = await gatedCall(this.#deps, { items, kind, run: this.#gate }, () =>
+        send(this.#callOptions(accessToken, items.length), items),
+      );
+      if (call.kind === 'held') return this.#settled(items, call.outcome);
+      if (call.kind === 'answered') return { ...call, items };
+      const { error, started } = call;
+      recordCall(this.#deps, chunk, items, started, error, this.#limit());
+      if (kind === 'once' && !surelyNotApplied(error)) {
+        return this.#settled(
+          items,
+          ambiguousAction(chunk.action, `its answer cannot tell (${describeError(error)})`),
+        );
+      }
+      items = this.#setAsideUnrepeatable(chunk, items, error);
+      if (items.length === 0) return { kind: 'settled' };
+      const situation = { items: items.length, attempt, token, narrowing };
+      const decision = decideAfterFailure(error, this.#situation(chunk, situation));
+      if (decision.kind === 'renew_token') {
+        if (decision.token === 'refused') refused = accessToken;
+        token = decision.token;
+      } else if (decision.kind === 'call_again') {
+        await this.#deps.sleep(decision.afterMs);
+        attempt++;
+      } else if (decision.kind === 'wait') {
+        // Counted: a time named that is already past must not loop the call.
+        if (waits++ >= MAX_WAITS_PER_CALL) return this.#settled(items, waitedOut(this.#halt));
+        this.#pause(decision.halt);
+      } else if (decision.kind === 'split' || decision.kind === 'narrow') {
+        return decision.kind === 'split'
+          ? { kind: 'split', decision, items }
+          : { kind: 'narrow', outcome: decision.outcome, items };
+      } else {
+        return this.#carryOut(decision, items, kind);
       }
     }
   }
@@ -291,14 +300,6 @@ class DeliveryRun {
     const named = this.#deps.namedPause;
     if (named && halt.rateLimitedUntil !== undefined)
       named.until = Math.max(named.until ?? 0, halt.rateLimitedUntil);
-  }
-
-  /** A call that waited for Mautic's named time as often as it may: back then, via the queue. */
-  #waitedOut(): MessageOutcome {
-    const notBefore = this.#halt.rateLimitedUntil;
-    return notBefore === undefined
-      ? WAITED_OUT
-      : { kind: 'retry', reason: 'rate_limited', notBefore };
   }
 
   #settled(items: PlannedItem[], outcome: MessageOutcome): Attempt<never> {

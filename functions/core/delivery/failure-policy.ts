@@ -25,9 +25,17 @@ export type MessageOutcome =
   | { kind: 'rejected'; reason: string; status?: number; message: string }
   /**
    * Try again later through the queue, not before `notBefore` (epoch ms) when set. `status` and
-   * `message` tell the last failure, for the dead letter if the retry horizon runs out.
+   * `message` tell the last failure, for the dead letter if the retry horizon runs out. `grid`
+   * (ms): held by the circuit, it comes back on a point of the probe grid (`retry-policy.ts`).
    */
-  | { kind: 'retry'; reason: string; notBefore?: number; status?: number; message?: string };
+  | {
+      kind: 'retry';
+      reason: string;
+      notBefore?: number;
+      grid?: number;
+      status?: number;
+      message?: string;
+    };
 
 /** Why a run makes no call for now: a time Mautic named (no call before it), a refused token. */
 export interface RunHalt {
@@ -257,10 +265,12 @@ export function heldBehind(
   const notBefore = Math.max(0, ...blockers.map((blocker) => blocker.notBefore ?? 0));
   const first = blockers[0];
   const why = first ? `${first.reason}${first.message ? `: ${first.message}` : ''}` : 'unknown';
+  const grid = blockers.find((blocker) => blocker.grid !== undefined)?.grid;
   return {
     kind: 'retry',
     reason: 'earlier_event_pending',
     ...(notBefore > 0 ? { notBefore } : {}),
+    ...(grid === undefined ? {} : { grid }),
     message: `An earlier event of the same record went back to the queue (${why})`,
   };
 }
@@ -307,7 +317,8 @@ export function noCallNow(
  * a 5xx again, else it has delivered or settled the part), until the items at fault are left to
  * the queue alone and the rest are delivered (contract §2, one bad item). A level of four parts
  * or more that all fail says Mautic fails every call, not an item: all go back to the queue
- * untried further (an outage costs six calls, not one per item).
+ * untried further (an outage costs six calls, not one per item). So does Mautic's circuit once
+ * open (`outage` answers the outcome of the parts left): an outage is not a poison item.
  */
 export async function narrowDown<T>(
   items: T[],
@@ -315,6 +326,7 @@ export async function narrowDown<T>(
   how: {
     tryOnce: (part: T[]) => Promise<MessageOutcome | undefined>;
     settle: (items: T[], outcome: MessageOutcome) => void;
+    outage?: () => MessageOutcome | undefined;
   },
 ): Promise<void> {
   let failing = [{ items, outcome }];
@@ -329,6 +341,11 @@ export async function narrowDown<T>(
       });
     const failed: Array<{ items: T[]; outcome: MessageOutcome }> = [];
     for (const part of parts) {
+      const held = how.outage?.();
+      if (held !== undefined) {
+        how.settle(part, held);
+        continue;
+      }
       const failure = await how.tryOnce(part);
       if (failure !== undefined) failed.push({ items: part, outcome: failure });
     }

@@ -5,6 +5,7 @@ import { ConfigError } from '../../../functions/core/errors.ts';
 import type { QueuedMessage } from '../../../functions/core/queue-ports.ts';
 import {
   decideRequeue,
+  HELD_RECEIVES,
   NAMED_TIME_RECEIVES,
   type RetryPolicy,
   receivesForHorizon,
@@ -245,9 +246,10 @@ describe('retry policy', () => {
     }
     // `receives` is the first receive at or past the horizon: the one that dead-letters.
     expect(needed).toBeGreaterThan(receives);
-    // And receives to spare for returns at a time Mautic named, sooner than the backoff.
+    // And receives to spare for returns at a time Mautic named, sooner than the backoff, and
+    // for returns of events the circuit holds until its next probe.
     expect(retryPolicy({ ...POLICY, maxReceiveCount: undefined }).maxReceiveCount).toBe(
-      Math.min(1000, needed + NAMED_TIME_RECEIVES),
+      Math.min(1000, needed + NAMED_TIME_RECEIVES + HELD_RECEIVES),
     );
   });
 
@@ -272,6 +274,34 @@ describe('retry policy', () => {
     // The horizon, not the receive count, ended it; and the named time held for many receives.
     expect(elapsed).toBeGreaterThanOrEqual(86_400);
     expect(named).toBeGreaterThan(50);
+  });
+
+  it('holds events through a day-long outage on the probe grid while the receives last, then on longer grid points, until the horizon', () => {
+    const policy = retryPolicy({ baseSeconds: 30, maxDelaySeconds: 900, horizonSeconds: 86_400 });
+    const grid = 20_000;
+    let receives = 1;
+    let elapsed = 0;
+    const delays: number[] = [];
+    for (;;) {
+      const now = NOW + elapsed * 1000;
+      const requeue = decideRequeue(
+        { reason: 'mautic_unavailable', notBefore: (Math.floor(now / grid) + 1) * grid, grid },
+        { receives, firstReceivedAt: NOW },
+        { now, policy, maxDelaySeconds: 3600, random: () => 0 },
+      );
+      if (requeue.kind === 'dead_letter') break;
+      // Every return on a point of the grid: the events held come back together, at a probe.
+      expect((now + requeue.seconds * 1000) % grid).toBe(0);
+      delays.push(requeue.seconds);
+      elapsed += requeue.seconds;
+      receives++;
+      expect(receives).toBeLessThan(policy.maxReceiveCount);
+    }
+
+    expect(elapsed).toBeGreaterThanOrEqual(86_400);
+    // An hour and more back at every probe (20 s), then longer, never beyond the backoff's.
+    expect(delays.slice(0, 180).every((seconds) => seconds === 20)).toBe(true);
+    expect(Math.max(...delays)).toBeLessThanOrEqual(900);
   });
 
   it('has defaults that fit SQS and refuses settings that do not', () => {
