@@ -246,9 +246,17 @@ export function decideRequeue(
     // Held by the circuit: a longer delay still ends on a point of the probe grid, so that the
     // events held come back together, at a probe.
     if (!affordable && outcome.grid !== undefined) seconds = onGrid(now, seconds, outcome.grid);
+  } else if (outcome?.notBefore !== undefined && outcome.grid !== undefined) {
+    // Held by the circuit for a probe that has come while the invocation went on (it waited for
+    // it, or delivered other events): the probe's answer decides now, not the backoff, which
+    // would keep the event (and its record's later ones) away for minutes after Mautic answers.
+    seconds = HELD_PAST_SECONDS;
   }
   return { kind: 'delay', seconds: Math.min(seconds, MAX_VISIBILITY_DELAY_SECONDS), reason };
 }
+
+/** A hold whose probe has passed: back this soon (never at once, within the same receive). */
+const HELD_PAST_SECONDS = 1;
 
 /** `seconds` from `now`, lengthened to end on the next point of the grid of `grid` ms. */
 function onGrid(now: number, seconds: number, grid: number): number {

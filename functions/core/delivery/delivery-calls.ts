@@ -107,6 +107,8 @@ export type Attempt<T> =
   | { kind: 'split'; decision: Decision & { kind: 'split' }; items: PlannedItem[] }
   /** A whole-call 5xx that an item may cause: the items are not settled yet. */
   | { kind: 'narrow'; outcome: MessageOutcome; items: PlannedItem[] }
+  /** A probe is due: the items go again with one of them alone first (`probeItem`). */
+  | { kind: 'probe_one'; items: PlannedItem[] }
   | { kind: 'settled' };
 
 /** Runs each entity's chunks in plan order (its phases), entities `concurrency` at a time. */
@@ -295,6 +297,7 @@ export async function accessTokenFor(
 /** A call through the health gate: answered, failed, or its items held without a call. */
 export type GatedCall<T> =
   | { kind: 'held'; outcome: MessageOutcome }
+  | { kind: 'probe_one' }
   | { kind: 'answered'; answer: T; started: number }
   | { kind: 'failed'; error: unknown; started: number };
 
@@ -322,7 +325,10 @@ export async function gatedCall<T>(
   const expected = 1.5 * (itemTime?.msPerItem ?? 0) * call.items.length;
   const waitMs = call.run.mayWait ? IN_CALL_RETRY.maxInRunWaitMs : 0;
   const waitUntil = Math.min(call.run.callsUntil - expected, clock.now() + waitMs);
-  const admission = await health?.admit({ waitUntil, leaseUntil: call.run.leaseUntil });
+  // A lookup is one small call whatever its references: it may probe whole.
+  const several = call.kind !== 'lookup' && call.items.length > 1;
+  const admission = await health?.admit({ waitUntil, leaseUntil: call.run.leaseUntil, several });
+  if (admission?.kind === 'probe_one') return admission;
   if (admission?.kind === 'hold') {
     if (admission.outcome.reason === 'mautic_unavailable') call.run.mayWait = false;
     return { kind: 'held', outcome: admission.outcome };

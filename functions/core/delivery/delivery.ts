@@ -100,8 +100,7 @@ class DeliveryRun {
     // Items of one chunk never follow each other, so one check at its start covers them all.
     let ready = chunk.items.filter((item) => !this.#blocked(item));
     if (ready.some((item) => item.match !== undefined)) ready = await this.#resolve(chunk, ready);
-    // No two items of a chunk name one contact: references of different kinds (id, email,
-    // another field) are in different phases, and one kind's values name different contacts.
+    // No two items of a chunk name one contact: each kind of reference has its own phase.
     await this.#deliverAction(chunk, ready);
     this.#refs.after(chunk, chunk.items, this.outcomes);
   }
@@ -180,12 +179,19 @@ class DeliveryRun {
       await this.#deliverItems(chunk, [probing.probe], kind);
       return this.#deliverItems(chunk, probing.rest, kind);
     }
-    const attempt = await this.#attempt(chunk, items, this.#send(chunk), kind);
+    await this.#follow(chunk, await this.#attempt(chunk, items, this.#send(chunk), kind), kind);
+  }
+
+  /** An attempt's sequel: smaller calls, narrowed down, one item first, or its answer settled. */
+  async #follow(chunk: Chunk, attempt: Attempt<ItemResult[]>, kind: CallKind): Promise<void> {
     if (attempt.kind === 'split') {
-      if (attempt.decision.learnedLimit !== undefined) this.#learn(attempt.decision.learnedLimit);
+      // Mautic's stated batch limit, kept for the rest of the container's life.
+      const [stated, learned] = [attempt.decision.learnedLimit, this.#deps.learnedLimit];
+      if (stated !== undefined) learned.value = Math.min(stated, learned.value ?? stated);
       return this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
     }
     if (attempt.kind === 'narrow') return this.#narrow(chunk, attempt.items, attempt.outcome);
+    if (attempt.kind === 'probe_one') return this.#deliverItems(chunk, attempt.items, kind);
     await this.#answered(chunk, attempt);
   }
 
@@ -207,9 +213,7 @@ class DeliveryRun {
       tryOnce: async (part) => {
         const attempt = await this.#attempt(chunk, part, this.#send(chunk), 'write', true);
         if (attempt.kind === 'narrow') return attempt.outcome;
-        if (attempt.kind === 'split')
-          await this.#deliverInCalls(chunk, attempt.items, attempt.decision.size);
-        else await this.#answered(chunk, attempt);
+        await this.#follow(chunk, attempt, 'write');
         return undefined;
       },
       settle: (part, failure) => this.#settle(part, failure),
@@ -218,10 +222,10 @@ class DeliveryRun {
   }
 
   /**
-   * Makes one call until it is answered or the failure policy settles the items (or splits or
-   * narrows them). A `once` call is not idempotent: a failure that may have been applied settles
-   * its items `ambiguous_result`; a `lookup` refused is never the events' fault: back to the
-   * queue, not the dead letters. A time Mautic named is waited for here when near (`wait`).
+   * Makes one call until it is answered or the failure policy settles (or splits, narrows) the
+   * items. A `once` call's failure that may have been applied settles them `ambiguous_result`; a
+   * `lookup` refused is never the events' fault: back to the queue, not the dead letters. A time
+   * Mautic named is waited for here when near (`wait`); a due probe takes one item (`probe_one`).
    */
   async #attempt<T>(
     chunk: Chunk,
@@ -250,6 +254,7 @@ class DeliveryRun {
         send(this.#callOptions(accessToken, items.length), items),
       );
       if (call.kind === 'held') return this.#settled(items, call.outcome);
+      if (call.kind === 'probe_one') return { kind: 'probe_one', items };
       if (call.kind === 'answered') return { ...call, items };
       const { error, started } = call;
       recordCall(this.#deps, chunk, items, started, error, this.#limit());
@@ -380,17 +385,13 @@ class DeliveryRun {
     return Math.min(this.#options.batchSize, this.#deps.learnedLimit.value ?? Infinity);
   }
 
-  /** Remembers Mautic's stated batch limit for the rest of the container's life. */
-  #learn(limit: number): void {
-    this.#deps.learnedLimit.value = Math.min(limit, this.#deps.learnedLimit.value ?? limit);
-  }
-
   /** No call starts after this: the deadline less its margin. */
   #callsUntil(): number {
     return this.#deadline - this.#options.deadlineMarginMs;
   }
 
-  #settle(items: PlannedItem[], outcome: MessageOutcome): void {
+  #settle(items: PlannedItem[], settled: MessageOutcome): void {
+    const outcome = this.#deps.health?.heldIfOpen(settled) ?? settled;
     for (const item of items) {
       for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
       if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });

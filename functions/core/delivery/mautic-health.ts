@@ -49,7 +49,9 @@ export interface Ticket {
 /** Whether a call may start: `go`, or its items go back to the queue with `outcome`. */
 export type Admission =
   | { kind: 'go'; ticket: Ticket }
-  | { kind: 'hold'; outcome: MessageOutcome & { kind: 'retry' } };
+  | { kind: 'hold'; outcome: MessageOutcome & { kind: 'retry' } }
+  /** A probe is due and the call has several items: it is to send one alone first. */
+  | { kind: 'probe_one' };
 
 /** Call times are written at most this often per container (a transition is written at once). */
 const FLUSH_MS = 10_000;
@@ -127,14 +129,22 @@ export class MauticHealth implements CallTimes {
   /**
    * Whether a call may start now. Closed: yes (paced: once it holds a slot). Open: its items are
    * held until the next probe, which it waits for when it comes before `waitUntil`; due: it takes
-   * the probe (one across invocations) and is the probe. While another call probes, it waits for
-   * the answer until `waitUntil`. `leaseUntil`: when the call is aborted at the latest.
+   * the probe (one across invocations) and is the probe — a call of several items never is: it
+   * is told to send one alone first (`probe_one`; contract §2, one small call). While another
+   * call probes, it waits for the answer until `waitUntil`. `leaseUntil`: when the call is
+   * aborted at the latest.
    */
-  async admit(times: { waitUntil: number; leaseUntil: number }): Promise<Admission> {
+  async admit(times: {
+    waitUntil: number;
+    leaseUntil: number;
+    /** The call has several items (a retry of a call that was not a probe, or one that waited). */
+    several?: boolean;
+  }): Promise<Admission> {
     for (;;) {
       const now = this.#clock.now();
       if (this.#known.state.circuit === 'closed') return this.#slot(times);
       if (!this.#probing && probeDue(this.#known.state, now)) {
+        if (times.several) return { kind: 'probe_one' };
         const holder = this.#holder();
         await this.#update((s) => takeProbe(s, holder, this.#clock.now(), times.leaseUntil));
         this.#probing = this.#known.state.probe?.holder === holder;
@@ -223,6 +233,18 @@ export class MauticHealth implements CallTimes {
   /** While the circuit is not closed, what items not sent get: back at the next probe. */
   holding(): (MessageOutcome & { kind: 'retry' }) | undefined {
     return this.closed() ? undefined : this.#held();
+  }
+
+  /**
+   * An item left to the queue with no time of its own (a failed call, the probe's, or one the
+   * deadline stopped) while the circuit is not closed: back at the next probe with the items
+   * held, not on the backoff of its receive count, which after a long outage runs to minutes and
+   * would keep its record's later events (its FIFO group) waiting long after Mautic answers.
+   */
+  heldIfOpen(outcome: MessageOutcome): MessageOutcome {
+    if (outcome.kind !== 'retry' || outcome.notBefore !== undefined || this.closed())
+      return outcome;
+    return { ...this.#held(), reason: outcome.reason };
   }
 
   /** The outcome of items held while the circuit is not closed: back at the next probe. */

@@ -33,11 +33,11 @@ const observed = recorder();
 
 type Event = Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>;
 
-async function deliver(events: Event[]) {
+async function deliver(events: Event[], deadline = now + 60_000) {
   const chunks = planBatches(events.map(incoming), 200);
   const ids = chunks.flatMap((c) => c.items.flatMap((item) => item.messageIds));
   await deps.health?.refresh();
-  const outcomes = await deliverChunks(chunks, now + 60_000, deps, DEFAULT_DELIVERY_OPTIONS);
+  const outcomes = await deliverChunks(chunks, deadline, deps, DEFAULT_DELIVERY_OPTIONS);
   return ids.map((id) => outcomes.get(id) as MessageOutcome);
 }
 
@@ -128,6 +128,65 @@ describe('an outage', () => {
     for (const outcome of outcomes) {
       expect(outcome).toMatchObject({ reason: 'mautic_unavailable', notBefore: START + 20_000 });
     }
+  });
+  it('holds a failed probe that has no time left to try again for the next probe, not for its backoff', async () => {
+    await openedElsewhere();
+    const company = sim.seed('companies', { companyname: 'Co' });
+    sim.setFaults({ seed: 3, errorRate: 1, errorStatus: 503 });
+
+    // Calls stop 50 ms from now: no time for the call again after the probe's failure.
+    const deadline = now + DEFAULT_DELIVERY_OPTIONS.deadlineMarginMs + 50;
+    const outcomes = await deliver(
+      [
+        {
+          entity: 'companies',
+          action: 'edit',
+          id: company.id as number,
+          data: { companyname: 'Co v1' },
+        },
+      ],
+      deadline,
+    );
+
+    expect(calls('/api/companies/batch/edit').map((call) => call.items)).toEqual([1]);
+    // Back with the events held, at the next probe (20 s on), not after a backoff of its receives.
+    expect(outcomes).toEqual([
+      expect.objectContaining({ kind: 'retry', notBefore: START + 20_000, grid: 40_000 }),
+    ]);
+  });
+});
+
+describe('a call of several items', () => {
+  it('never is the probe: once its own failure opened the circuit, it waits for the probe and sends one item alone', async () => {
+    // Two other calls failed a moment ago: this call's failure is the third, which opens it.
+    await store.write(
+      {
+        ...closedHealth(START - 60_000),
+        failures: [
+          { call: 'other-1', at: START - 2_000 },
+          { call: 'other-2', at: START - 1_000 },
+        ],
+      },
+      0,
+    );
+    const seeded = Array.from({ length: 50 }, (_, i) =>
+      sim.seed('contacts', { email: `s${i}@example.com` }),
+    );
+    sim.setFaults({ seed: 4, errorRate: 1 });
+
+    const outcomes = await deliver(
+      seeded.map((contact) => ({
+        entity: 'contacts',
+        action: 'edit',
+        id: contact.id as number,
+        data: { city: 'Renamed' },
+      })),
+    );
+
+    // The call, then (the circuit open, its probe 5 s on) the probe of one item, which fails.
+    expect(calls('/api/contacts/batch/edit').map((call) => call.items)).toEqual([50, 1]);
+    expect(store.state).toMatchObject({ circuit: 'open', probeIntervalMs: 10_000 });
+    for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'retry' });
   });
 });
 

@@ -135,6 +135,18 @@ describe('a named time already past', () => {
     expect(error.resetAt).toBe(NOW + 90_000);
   });
 
+  it('brings an event the circuit held back within a second once its probe has passed, not after the backoff', () => {
+    const held = { reason: 'mautic_unavailable', notBefore: NOW - 1_000, grid: 4_000 };
+    const requeue = decideRequeue(
+      held,
+      { receives: 3, firstReceivedAt: NOW - 60_000 },
+      { now: NOW, policy, maxDelaySeconds: 3600, random: () => 0.5 },
+    );
+
+    expect(requeue).toEqual({ kind: 'delay', seconds: 1, reason: 'mautic_unavailable' });
+    expect(retryDelaySeconds(policy, 3, 0.5)).toBeGreaterThan(60);
+  });
+
   it('brings an event back after the backoff, never at once (over and over while Mautic answers 429)', () => {
     const requeue = decideRequeue(
       { reason: 'rate_limited', notBefore: NOW - 10_000, status: 429 },
