@@ -2,13 +2,16 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { planBatches } from '../core/batch-plan.ts';
 import { deliverChunks } from '../core/delivery.ts';
 import type { DeliveryDeps, DeliveryOptions } from '../core/delivery-calls.ts';
+import { BATCH_OUTCOME_BUDGET_MS, batchOutcomes, recordOutcomes } from '../core/event-outcomes.ts';
 import { readMessages, type Settlement, settleBatch } from '../core/outcomes.ts';
-import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues, OutcomeStore, QueuedMessage } from '../core/ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';
 
 /** Everything the batch handler talks to; `compose.ts` builds the real ones. */
 export interface BatchHandlerDeps extends DeliveryDeps {
   queues: DeliveryQueues;
+  /** Where each event's outcome is written (contract §1.6); absent: none is. */
+  outcomes?: OutcomeStore | undefined;
   retry: RetryPolicy;
   options: DeliveryOptions & {
     /** Longest visibility delay after a 429 (SQS allows 12 hours). */
@@ -122,12 +125,18 @@ async function deliverBatch(
     options,
     signal,
   );
+  const now = deps.clock.now();
   const settled = settleBatch(messages, { ...read, unreadable: [] }, outcomes, {
-    now: deps.clock.now(),
+    now,
     maxDelaySeconds: options.maxDelaySeconds,
     policy: deps.retry,
     random: deps.random,
   });
+  // Before the queues are told: while its messages are in flight no later try of these events
+  // writes an outcome, so the last one written is the last that happened. Best effort, bounded.
+  const records = batchOutcomes(messages, read, outcomes, settled, now);
+  const outcomesUntil = Math.min(until, now + BATCH_OUTCOME_BUDGET_MS);
+  await recordOutcomes(deps.outcomes, records, deps, outcomesUntil);
   // Dead letters and delays concern different messages: both at once, bounded by the deadline.
   const [late] = await Promise.all([
     deadLetter(settled.deadLetters, deps, until),

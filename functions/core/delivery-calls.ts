@@ -3,6 +3,7 @@
  * metrics it leaves (ids, statuses and counts, never record contents or contact references).
  */
 
+import { randomBytes } from 'node:crypto';
 import { ambiguousAction } from './answer-policy.ts';
 import type { Chunk, PlannedItem } from './batch-plan.ts';
 import { describeError } from './errors.ts';
@@ -118,7 +119,7 @@ export function sendChunk(
       id: item.id ?? 0,
       doNotContact: [item.fields?.doNotContact],
     }));
-    return api.edit(entity, edits, call);
+    return api.edit(entity, edits, call).then((results) => results.map(noContact(edits)));
   }
   // The delivery gives one segment's items at a time.
   if (action === 'addToSegment')
@@ -128,13 +129,49 @@ export function sendChunk(
   );
 }
 
+/**
+ * Each message of an item with the item's outcome; delivered, a merged item's earlier events
+ * are coalesced `into` its last one's message, whose Mautic item carried their effect.
+ */
+export function perMessage(
+  item: PlannedItem,
+  outcome: MessageOutcome,
+): Array<[string, MessageOutcome]> {
+  const into = item.parts?.at(-1)?.messageIds[0];
+  const last = new Set(item.parts?.at(-1)?.messageIds ?? item.messageIds);
+  return item.messageIds.map((messageId) => [
+    messageId,
+    outcome.kind === 'delivered' && into !== undefined && !last.has(messageId)
+      ? { ...outcome, into }
+      : outcome,
+  ]);
+}
+
+/** A Do Not Contact item's 404 is about its contact, the only record it names: said by id. */
+function noContact(edits: ReadonlyArray<{ id: number }>) {
+  return (result: ItemResult, index: number): ItemResult =>
+    result.kind === 'rejected' && result.status === 404
+      ? { ...result, message: `Mautic found no contact ${edits[index]?.id} (${result.message})` }
+      : result;
+}
+
 interface Recorders {
   logger: Logger;
   metrics: MetricsSink;
   clock: { now(): number };
 }
 
-/** One log line and the call metrics per Mautic call. */
+/** A Mautic call as its log line names it, and when it was answered (epoch ms). */
+export interface CallRecord {
+  id: string;
+  at: number;
+}
+
+/**
+ * One log line and the call metrics per Mautic call. The line names the call (`callId`, which
+ * the events' outcomes name too) and each item's event ids with its result (Mautic's id, or its
+ * status), so that a log search finds what became of an event even with outcomes off.
+ */
 export function recordCall(
   { logger, metrics, clock }: Recorders,
   chunk: Chunk,
@@ -142,30 +179,44 @@ export function recordCall(
   started: number,
   answer: ItemResult[] | unknown,
   limit: number,
-): void {
-  const durationMs = clock.now() - started;
+): CallRecord {
+  const call = { id: randomBytes(8).toString('base64url'), at: clock.now() };
+  const durationMs = call.at - started;
   metrics.addMetric('MauticCalls', 'Count', 1);
   metrics.addMetric('MauticLatency', 'Milliseconds', durationMs);
   metrics.addMetric('BatchFill', 'Percent', (100 * items.length) / limit);
-  const line = { entity: chunk.entity, action: chunk.action, items: items.length, durationMs };
+  const line = {
+    callId: call.id,
+    entity: chunk.entity,
+    action: chunk.action,
+    items: items.length,
+    durationMs,
+  };
   if (Array.isArray(answer)) {
+    const results = answer as ItemResult[];
     const statuses: Record<string, number> = {};
-    for (const result of answer as ItemResult[])
-      statuses[result.status] = (statuses[result.status] ?? 0) + 1;
-    const ids = (answer as ItemResult[]).flatMap((result) =>
-      result.kind === 'delivered' ? [result.id] : [],
-    );
-    logger.info('Mautic call', { event: 'mautic_call', ...line, statuses, ids });
-    return;
+    for (const result of results) statuses[result.status] = (statuses[result.status] ?? 0) + 1;
+    const ids = results.flatMap((result) => (result.kind === 'delivered' ? [result.id] : []));
+    const events = items.map((item, index) => {
+      const result = results[index];
+      const eventIds = item.eventIds ?? [];
+      return result?.kind === 'delivered'
+        ? { eventIds, status: result.status, id: result.id }
+        : { eventIds, status: result?.status ?? null };
+    });
+    logger.info('Mautic call', { event: 'mautic_call', ...line, statuses, ids, events });
+    return call;
   }
   logger.warn('Mautic call failed', {
     event: 'mautic_call_failed',
     ...line,
     error: describeError(answer),
+    eventIds: items.flatMap((item) => item.eventIds ?? []),
   });
   if (isUnexpected(answer)) {
     logger.error('Unexpected error delivering to Mautic', { error: describeError(answer) });
   }
+  return call;
 }
 
 /** The log line and metrics of a contact lookup: how many values and how long, never the values. */
@@ -206,7 +257,10 @@ export async function deliverOnce(
     failed('claim', error);
     return { kind: 'retry', reason: 'ledger_unavailable', message: describeError(error) };
   }
-  if (claim === 'done') return { kind: 'delivered', status: 200, id: 0 };
+  if (claim === 'done') {
+    const skipped = `an ${action} already applied for this event: not sent again`;
+    return { kind: 'delivered', status: 200, id: 0, skipped };
+  }
   if (claim === 'unknown') {
     return ambiguousAction(
       action,

@@ -10,11 +10,13 @@ import { ContactReferences, resolvedItems } from './contact-refs.ts';
 import {
   type Attempt,
   type CallKind,
+  type CallRecord,
   DEFAULT_DELIVERY_OPTIONS,
   type DeliveryDeps,
   type DeliveryOptions,
   deliverOnce,
   MAX_WAITS_PER_CALL,
+  perMessage,
   recordCall,
   recordLookup,
   sendChunk,
@@ -190,8 +192,9 @@ class DeliveryRun {
 
   async #answered(chunk: Chunk, attempt: Attempt<ItemResult[]>): Promise<void> {
     if (attempt.kind !== 'answered') return;
-    recordCall(this.#deps, chunk, attempt.items, attempt.started, attempt.answer, this.#limit());
-    await this.#settleResults(chunk, attempt.items, attempt.answer);
+    const { items, started, answer } = attempt;
+    const call = recordCall(this.#deps, chunk, items, started, answer, this.#limit());
+    await this.#settleResults(chunk, items, answer, call);
   }
 
   /** A call failed with a 5xx twice: narrowed down to the items at fault (`narrowDown`). */
@@ -350,17 +353,19 @@ class DeliveryRun {
   }
 
   /** Settles each item by its result; a merged item refused as invalid goes again event by event. */
-  async #settleResults(chunk: Chunk, items: PlannedItem[], results: ItemResult[]): Promise<void> {
+  async #settleResults(chunk: Chunk, items: PlannedItem[], answer: ItemResult[], call: CallRecord) {
     const oneByOne: PlannedItem[] = [];
     const creates = chunk.action === 'create';
     items.forEach((item, index) => {
-      const decision = decideItem(results[index], {
+      const decision = decideItem(answer[index], {
         merged: item.parts !== undefined,
         unrepeatable:
           creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
         payload: item.payload,
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
+      else if (decision.outcome.kind === 'delivered')
+        this.#settle([item], { ...decision.outcome, call });
       else this.#settle([item], decision.outcome);
     });
     for (const item of oneByOne) {
@@ -388,7 +393,7 @@ class DeliveryRun {
 
   #settle(items: PlannedItem[], outcome: MessageOutcome): void {
     for (const item of items) {
-      for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
+      for (const [messageId, each] of perMessage(item, outcome)) this.outcomes.set(messageId, each);
       if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });
     }
   }

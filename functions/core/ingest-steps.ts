@@ -31,7 +31,7 @@ export interface IngestRequest {
 }
 
 export interface IngestResponse {
-  status: 202 | IngestRefusal['status'];
+  status: 200 | 202 | IngestRefusal['status'];
   body: unknown;
 }
 
@@ -341,6 +341,12 @@ export function queueMessageFor(event: QueuedEvent, index: number): OutgoingMess
     deduplicationId: createHash('sha256')
       .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}`)
       .digest('hex'),
+    event: {
+      sender: event.sender,
+      entity: event.entity,
+      action: event.action,
+      receivedAt: event.receivedAt,
+    },
   };
 }
 

@@ -1,4 +1,5 @@
 import { IngestRefusal, QueueUnavailableError } from './errors.ts';
+import { INGEST_OUTCOME_BUDGET_MS, queuedOutcomes, recordOutcomes } from './event-outcomes.ts';
 import {
   checkContentType,
   checkSize,
@@ -17,6 +18,7 @@ import type {
   EventQueue,
   IngestCredentials,
   Logger,
+  OutcomeStore,
   OutgoingMessage,
   RequestIdentity,
   RequestLedger,
@@ -31,6 +33,8 @@ export interface IngestDeps {
   limits: IngestLimits;
   /** Remembers accepted requests (contract §1, Idempotency); absent: no de-duplication. */
   ledger?: RequestLedger | undefined;
+  /** Where each event's outcome is kept (contract §1.6); absent: none is. */
+  outcomes?: OutcomeStore | undefined;
   logger?: Logger | undefined;
 }
 
@@ -165,8 +169,34 @@ async function enqueue(
   progress: string | undefined,
 ): Promise<{ response: IngestResponse; progress?: string }> {
   const queuedIds = queuedBefore(progress, messages.length);
-  const position = new Map(messages.map((message, index) => [message, index]));
   const rest = messages.filter((_, index) => queuedIds[index] === null);
+  // Beside the sends, not before them: a `queued` that lands after the batch function's
+  // `delivered` never hides it (outcome-view.ts), and a slow store holds the 202 back no
+  // longer than the budget. A request answered 503 may leave `queued` for events its retry
+  // queues.
+  const now = deps.clock.now();
+  const recorded = recordOutcomes(
+    deps.outcomes,
+    queuedOutcomes(rest, now),
+    deps,
+    now + INGEST_OUTCOME_BUDGET_MS,
+  );
+  const [answer] = await Promise.all([
+    queueRest(request, messages, rest, queuedIds, deps),
+    recorded,
+  ]);
+  return answer;
+}
+
+/** Queues `rest`, noting in `queuedIds` what the queue took: 202, or 503 with the progress. */
+async function queueRest(
+  request: IngestRequest,
+  messages: OutgoingMessage[],
+  rest: OutgoingMessage[],
+  queuedIds: Array<string | null>,
+  deps: IngestDeps,
+): Promise<{ response: IngestResponse; progress?: string }> {
+  const position = new Map(messages.map((message, index) => [message, index]));
   try {
     if (rest.length > 0) {
       await deps.queue.enqueue(rest, (message) => {

@@ -71,6 +71,13 @@ export const METRICS = {
     service: 'batch',
     means: 'Items in one Mautic call, as a share of the most one call may carry.',
   },
+  OutcomeWritesFailed: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means:
+      'Outcome records (contract §1.6) one invocation could not write: delivery went on without them, so `GET /events/{id}` and `events show` lag behind until a later write of the same events.',
+  },
   TokenRefreshed: {
     unit: 'Count',
     madeBy: 'addMetric',

@@ -3,7 +3,7 @@
  * adapters, the local stand-ins, test fakes) import from here; this module imports no
  * implementation, only plain data types.
  */
-import type { ContactAction } from './events.ts';
+import type { ContactAction, QueuedEvent } from './events.ts';
 import type { EmittedMetricName, UnitOf } from './metrics.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
@@ -228,6 +228,8 @@ export interface OutgoingMessage {
   groupId: string;
   /** Unique per message of one request: a send SQS is asked to repeat queues it once. */
   deduplicationId: string;
+  /** What its `queued` outcome says (contract §1.6), read without parsing `body` again. */
+  event?: Pick<QueuedEvent, 'sender' | 'entity' | 'action' | 'receivedAt'>;
 }
 
 /** Where accepted events go; it resolves only when every message is durably queued. */
@@ -272,7 +274,6 @@ export interface DeadLetter {
   action?: string;
 }
 
-/** The queues the batch function writes to itself. */
 /**
  * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
  * past it, and what it did not do counts as failed.
@@ -302,10 +303,7 @@ export interface DeliveryQueues {
   remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]>;
 }
 
-/**
- * A source's payload the ingest could not map (contract §6), kept whole on the dead-letter queue
- * so that a redrive can map it again with the source's current mapping.
- */
+/** A source's payload the ingest could not map (contract §6), kept whole for a redrive. */
 export interface SourceDeadLetter {
   /** The letter's id, answered as `deadLettered` and shown as its `eventId`. */
   id: string;
@@ -335,6 +333,8 @@ export interface Logger {
 }
 
 export type { MetricUnit } from './metrics.ts';
+export type { OutcomeKey, OutcomeRecord, OutcomeStore } from './outcome-records.ts';
+export { OUTCOME_TABLE } from './outcome-records.ts';
 
 /**
  * Metrics; Powertools' Metrics fits. Only the catalog's metrics (core/metrics.ts), each with

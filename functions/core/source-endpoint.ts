@@ -21,6 +21,7 @@
  */
 import { createHash } from 'node:crypto';
 import { IngestRefusal, SourceEvaluationError } from './errors.ts';
+import { ignoredOutcome, mappingFailedOutcome, recordSourceOutcome } from './event-outcomes.ts';
 import { eventIdSchema, type RelayEvent } from './events.ts';
 import { acceptWith, type IngestDeps, queueUnavailable } from './ingest.ts';
 import {
@@ -129,6 +130,11 @@ async function sourceIntake(
     newId: deps.newId,
   });
   if (mapping.kind === 'ignored') {
+    // Kept under the id its dead letter would have had; without an idempotency key no one
+    // could name it, so nothing is kept.
+    const id = mapping.idBase;
+    const { name } = sourceSender(source.name);
+    if (id !== undefined) await recordSourceOutcome(deps, (now) => ignoredOutcome(id, name, now));
     return { kind: 'answer', response: accepted({ ignored: true }) };
   }
   const { key } = mapping;
@@ -191,7 +197,8 @@ export interface MappingContext {
  * key, undefined when it has none.
  */
 export type PayloadMapping =
-  | { kind: 'ignored' }
+  /** `idBase`: the id its dead letter would have, when the payload has an idempotency key. */
+  | { kind: 'ignored'; idBase?: string }
   | { kind: 'failed'; key: string | undefined; idBase: string; failure: MappingFailure }
   | {
       kind: 'mapped';
@@ -215,8 +222,9 @@ export async function mapSourcePayload(
   context: MappingContext,
 ): Promise<PayloadMapping> {
   let failure: MappingFailure | undefined;
+  let wanted = true;
   try {
-    if (!(await source.filter(body, headers))) return { kind: 'ignored' };
+    wanted = Boolean(await source.filter(body, headers));
   } catch (error) {
     failure = evaluationFailure(error);
   }
@@ -224,7 +232,12 @@ export async function mapSourcePayload(
   try {
     key = await source.idempotencyKey(body, headers);
   } catch (error) {
-    failure ??= evaluationFailure(error);
+    const why = evaluationFailure(error);
+    if (wanted) failure ??= why;
+  }
+  if (!wanted) {
+    if (key === undefined) return { kind: 'ignored' };
+    return { kind: 'ignored', idBase: idBaseOf(source.name, key, context.limits.maxEvents) };
   }
   const idBase =
     context.idBase ?? idBaseOf(source.name, key ?? context.newId(), context.limits.maxEvents);
@@ -373,6 +386,8 @@ async function keepDeadLetter(
       details: { source: source.name },
     });
   }
+  const { name } = sourceSender(source.name);
+  await recordSourceOutcome(deps, (now) => mappingFailedOutcome({ id, detail }, name, now));
   deps.logger?.warn('A payload could not be mapped; it is kept as a dead letter', {
     event: 'dead_lettered',
     requestId: request.requestId,

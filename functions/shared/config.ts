@@ -35,6 +35,8 @@ export const ENV = {
   MAX_RECEIVE_COUNT: 'MAX_RECEIVE_COUNT',
   SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
+  OUTCOME_RETENTION_SECONDS: 'OUTCOME_RETENTION_SECONDS',
+  OUTCOME_TABLE_NAME: 'OUTCOME_TABLE_NAME',
 } as const;
 
 /**
@@ -65,6 +67,8 @@ export const DEFAULTS = Object.freeze({
   retryMaxDelaySeconds: 900,
   /** A day, like EventBridge's retry limit. */
   retryHorizonSeconds: 86_400,
+  /** How long each event's outcome is kept (contract §1.6): three days. */
+  outcomeRetentionSeconds: 259_200,
 });
 
 /**
@@ -73,32 +77,13 @@ export const DEFAULTS = Object.freeze({
  * the two-word paths (`fields/{object}`, `points/triggers`, `points/groups`), which an event's
  * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
  */
-export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze([
-  'contacts',
-  'companies',
-  'segments',
-  'notes',
-  'devices',
-  'tags',
-  'assets',
-  'campaigns',
-  'categories',
-  'messages',
-  'dynamiccontents',
-  'emails',
-  'forms',
-  'notifications',
-  'pages',
-  'points',
-  'reports',
-  'smses',
-  'stages',
-  'users',
-  'roles',
-  'hooks',
-  'focus',
-  'tweets',
-]);
+export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
+  (
+    'contacts companies segments notes devices tags assets campaigns categories messages ' +
+    'dynamiccontents emails forms notifications pages points reports smses stages users roles ' +
+    'hooks focus tweets'
+  ).split(' '),
+);
 
 /** The longest window accepted: 30 days. */
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
@@ -122,6 +107,18 @@ export const integer = (min: number, max: number, fallback: number) =>
     .optional()
     .transform((value) => value ?? fallback);
 const required = z.string({ error: 'is required' }).min(1, 'is required');
+/** `OUTCOME_RETENTION_SECONDS` (contract §1.6): 0 keeps no outcome, at most 30 days. */
+export const outcomeRetention = integer(0, 2_592_000, DEFAULTS.outcomeRetentionSeconds);
+const outcomeSettings = {
+  [ENV.OUTCOME_RETENTION_SECONDS]: outcomeRetention,
+  [ENV.OUTCOME_TABLE_NAME]: z.string().min(1).optional(),
+};
+/** Where outcomes are kept and how long; undefined: none is (retention 0, or no table set). */
+type OutcomeEnv = { OUTCOME_RETENTION_SECONDS: number; OUTCOME_TABLE_NAME?: string | undefined };
+const outcomesOf = (env: OutcomeEnv) =>
+  env.OUTCOME_RETENTION_SECONDS === 0 || env.OUTCOME_TABLE_NAME === undefined
+    ? undefined
+    : { tableName: env.OUTCOME_TABLE_NAME, retentionSeconds: env.OUTCOME_RETENTION_SECONDS };
 
 const batchSchema = z.object({
   [ENV.MAUTIC_BASE_URL]: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
@@ -145,6 +142,7 @@ const batchSchema = z.object({
   // The action ledger lives in the de-duplication table, which the stack makes whatever the
   // ingest's window: the batch function needs it even with de-duplication off.
   [ENV.DEDUP_TABLE_NAME]: required,
+  ...outcomeSettings,
 });
 
 /** The batch function's configuration. */
@@ -165,6 +163,7 @@ export interface BatchConfig {
   retry: RetryPolicy;
   /** The table of the action ledger (`addPoints` at most once): the de-duplication table. */
   actionLedgerTableName: string;
+  outcomes: ReturnType<typeof outcomesOf>;
 }
 
 /**
@@ -194,6 +193,7 @@ export function loadBatchConfig(
       maxReceiveCount: values.MAX_RECEIVE_COUNT,
     }),
     actionLedgerTableName: values.DEDUP_TABLE_NAME,
+    outcomes: outcomesOf(values),
   });
 }
 
@@ -262,6 +262,7 @@ const ingestSchema = z
     [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
     [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
     [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
+    ...outcomeSettings,
   })
   .refine((env) => env.SOURCES_DOCUMENT === undefined || env.DEAD_LETTER_QUEUE_URL !== undefined, {
     path: [ENV.DEAD_LETTER_QUEUE_URL],
@@ -307,6 +308,7 @@ export interface IngestConfig {
   sources: { document: string; secretPrefix: string } | undefined;
   /** Where a source's payload that cannot be mapped is kept (contract §6); needed with sources. */
   deadLetterQueueUrl: string | undefined;
+  outcomes: ReturnType<typeof outcomesOf>;
 }
 
 /** Reads and checks the ingest function's environment once, at cold start. */
@@ -331,6 +333,7 @@ export function loadIngestConfig(
         ? undefined
         : { document: values.SOURCES_DOCUMENT, secretPrefix: values.SOURCES_SECRET_PREFIX ?? '' },
     deadLetterQueueUrl: values.DEAD_LETTER_QUEUE_URL,
+    outcomes: outcomesOf(values),
   });
 }
 
@@ -374,12 +377,9 @@ export function loadRefreshConfig(
  * commands: the Mautic credential, the tokens, the ingest's webhook secrets and API keys, and the
  * prefix of each source's secret (`sourceSecretName`).
  */
-export function secretNames(environment: string): {
-  client: string;
-  token: string;
-  webhook: string;
-  sourcePrefix: string;
-} {
+export function secretNames(
+  environment: string,
+): Record<'client' | 'token' | 'webhook' | 'sourcePrefix', string> {
   if (!/^[a-z][a-z0-9-]{0,31}$/.test(environment)) {
     throw new ConfigError(
       'The environment name must be lower-case letters, digits and dashes, starting with a letter',

@@ -38,6 +38,11 @@ const endpointsSchema = z.looseObject({
   /** The ingest's ENTITIES and CONTACT_MATCH_FIELDS, which `sources test` checks events with. */
   entities: z.array(z.string()).optional(),
   contactMatchFields: z.array(z.string()).optional(),
+  /** The local DynamoDB and its outcome table (contract §1.6); absent in older files. */
+  dynamodbEndpoint: z.string().optional(),
+  outcomeTableName: z.string().optional(),
+  /** 0: the stack keeps no outcomes. */
+  outcomeRetentionSeconds: z.number().int().optional(),
   /** The `npm start` process: a file whose process is gone is stale. */
   pid: z.number().int(),
   startedAt: z.string(),

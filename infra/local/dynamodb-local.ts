@@ -1,10 +1,12 @@
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
+import { OUTCOME_TABLE } from '../../functions/core/ports.ts';
 import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
 import { listenOnLoopback } from './loopback.ts';
 
-/** The table's name in the local store. */
+/** The tables' names in the local store. */
 export const LOCAL_DEDUP_TABLE = 'mautic-relay-dedup';
+const LOCAL_OUTCOME_TABLE = 'mautic-relay-outcomes';
 
 /** dynalite, a DynamoDB implementation on npm, in memory on 127.0.0.1: the local de-duplication store. */
 export interface LocalDynamoDb {
@@ -14,6 +16,8 @@ export interface LocalDynamoDb {
   readonly client: DynamoDBClient;
   /** Creates a table shaped as the stack's de-duplication table (key `id`). */
   createDedupTable(name: string): Promise<void>;
+  /** Creates a table shaped as the stack's outcome table (event id, and slot and sender). */
+  createOutcomeTable(name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -34,6 +38,24 @@ export async function startLocalDynamoDb(port = 0): Promise<LocalDynamoDb> {
           BillingMode: 'PAY_PER_REQUEST',
           AttributeDefinitions: [{ AttributeName: DEDUP_TABLE_KEY, AttributeType: 'S' }],
           KeySchema: [{ AttributeName: DEDUP_TABLE_KEY, KeyType: 'HASH' }],
+        }),
+      );
+      await untilActive(client, name);
+    },
+    async createOutcomeTable(name) {
+      const { partitionKey, sortKey } = OUTCOME_TABLE;
+      await client.send(
+        new CreateTableCommand({
+          TableName: name,
+          BillingMode: 'PAY_PER_REQUEST',
+          AttributeDefinitions: [
+            { AttributeName: partitionKey, AttributeType: 'S' },
+            { AttributeName: sortKey, AttributeType: 'S' },
+          ],
+          KeySchema: [
+            { AttributeName: partitionKey, KeyType: 'HASH' },
+            { AttributeName: sortKey, KeyType: 'RANGE' },
+          ],
         }),
       );
       await untilActive(client, name);
@@ -60,21 +82,25 @@ export function dynamoDbClient(endpoint: string): DynamoDBClient {
 }
 
 /**
- * The local stack's de-duplication table: dynalite with the table the ingest and the batch
- * function are given. It runs whatever the window: with de-duplication off (0) the ingest keeps
- * no request ids, but the batch function's action ledger lives there too, as in the cloud.
+ * The local stack's tables: dynalite with the de-duplication table the ingest and the batch
+ * function are given, and the outcome table (contract §1.6). It runs whatever the window: with
+ * de-duplication off (0) the ingest keeps no request ids, but the batch function's action ledger
+ * lives there too, as in the cloud; and the outcome table is made whatever the retention, as the
+ * stack makes it.
  */
 export async function startDedupStore(windowSeconds: number): Promise<{
   client: DynamoDBClient;
   /** Where the store listens, for clients of other threads. */
   endpoint: string;
   tableName: string;
+  outcomeTableName: string;
   description: string;
   close(): Promise<void>;
 }> {
   const store = await startLocalDynamoDb();
   try {
     await store.createDedupTable(LOCAL_DEDUP_TABLE);
+    await store.createOutcomeTable(LOCAL_OUTCOME_TABLE);
   } catch (error) {
     await store.close();
     throw error;
@@ -84,6 +110,7 @@ export async function startDedupStore(windowSeconds: number): Promise<{
     client: store.client,
     endpoint: store.endpoint,
     tableName: LOCAL_DEDUP_TABLE,
+    outcomeTableName: LOCAL_OUTCOME_TABLE,
     description:
       windowSeconds === 0
         ? `off (DEDUP_WINDOW_SECONDS=0); the action ledger in ${where}`

@@ -20,6 +20,7 @@ import {
   loadBatchConfig,
   loadIngestConfig,
   loadRefreshConfig,
+  outcomeRetention,
   secretNames,
 } from '../../functions/shared/config.ts';
 import {
@@ -68,6 +69,8 @@ const localSchema = z
     ENTITIES: entityList,
     CONTACT_MATCH_FIELDS: contactMatchFieldList,
     DEDUP_WINDOW_SECONDS: dedupWindow,
+    /** How long each event's outcome is kept (contract §1.6); 0 keeps none. */
+    OUTCOME_RETENTION_SECONDS: outcomeRetention,
     /** The sources document (contract §6), with its secrets; read again when it changes. */
     SOURCES_FILE: z.string().min(1).optional(),
   })
@@ -247,6 +250,11 @@ async function start(
   // batches it finishes on the way out still use the ledger.
   const dedup = await startDedupStore(config.DEDUP_WINDOW_SECONDS);
   stops.push(() => dedup.close());
+  // Each event's outcome (contract §1.6), in the same dynalite, written by both functions.
+  const outcomeSettings = {
+    [ENV.OUTCOME_TABLE_NAME]: dedup.outcomeTableName,
+    [ENV.OUTCOME_RETENTION_SECONDS]: String(config.OUTCOME_RETENTION_SECONDS),
+  };
   const batch = buildBatchHandler(
     loadBatchConfig({
       [ENV.MAUTIC_BASE_URL]: credential.baseUrl,
@@ -262,6 +270,7 @@ async function start(
       [ENV.RETRY_HORIZON_SECONDS]: String(config.RETRY_HORIZON_SECONDS),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
       [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+      ...outcomeSettings,
     }),
     {
       secrets,
@@ -330,6 +339,7 @@ async function start(
     [ENV.CONTACT_MATCH_FIELDS]: config.CONTACT_MATCH_FIELDS.join(','),
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+    ...outcomeSettings,
     // Where a source's payload that cannot be mapped is kept (contract §6), as in the cloud.
     ...(sourcesFile === undefined
       ? {}
@@ -368,6 +378,9 @@ async function start(
     `  token store:   Secrets Manager stand-in at ${secretsFake.endpoint} (refresh every ${config.REFRESH_INTERVAL_SECONDS} s)`,
   );
   print(`  de-duplication: ${dedup.description}`);
+  print(
+    `  outcomes:      ${config.OUTCOME_RETENTION_SECONDS === 0 ? 'off (OUTCOME_RETENTION_SECONDS=0)' : `kept ${config.OUTCOME_RETENTION_SECONDS} s in dynalite at ${dedup.endpoint} (GET ${front.url}/events/ID, npx mautic-relay events --local)`}`,
+  );
   if (sourcesFile !== undefined) {
     print(
       `  sources:       ${sourceNames.join(', ') || 'none'} (POST ${front.url}/sources/NAME; ${sourcesFile}, read again when it changes)`,
@@ -398,13 +411,18 @@ async function start(
       entities: config.ENTITIES,
       contactMatchFields: config.CONTACT_MATCH_FIELDS,
       controlUrl: control.url,
+      dynamodbEndpoint: dedup.endpoint,
+      outcomeTableName: dedup.outcomeTableName,
+      outcomeRetentionSeconds: config.OUTCOME_RETENTION_SECONDS,
       pid: process.pid,
       startedAt: new Date().toISOString(),
     });
     // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
     stops.push(async () => removeEndpoints());
   }
-  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
+  print(
+    'Operator commands: npx mautic-relay status --local (dead-letters, redrive, events, senders)',
+  );
   print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
 
   let stopping: Promise<void> | undefined;
