@@ -4,6 +4,7 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DEAD_LETTER_REASONS } from '../../functions/core/dead-letter-reasons.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
+import { CONTACT_ACTIONS } from '../../functions/core/events.ts';
 import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
 import {
   DEFAULT_HIDE_SECONDS,
@@ -16,6 +17,7 @@ import {
   redriveDeadLetters,
 } from './dead-letters.ts';
 import { EXIT, explainAwsError, SetupError } from './errors.ts';
+import { EVENTS_COMMAND, parseEventsCommand, runEvents } from './events.ts';
 import { endpointsDir } from './local-endpoints.ts';
 import { authorize, storeCredentials, UsageError } from './operator-commands.ts';
 import { printRefresh, refreshEnvironment, refreshLocal } from './refresh.ts';
@@ -85,7 +87,7 @@ function reasonsHelp(): string {
 const FILTER_HELP = `  --reason R   only this reason, one of:
                ${reasonsHelp()}
   --entity E   only this entity (contacts, companies, …)
-  --action A   only create, edit or delete
+  --action A   only this action: create, edit, delete, or an integrator action (addToSegment, …)
   --since T    only dead letters from the last T (90s, 30m, 2h, 7d) or since an ISO 8601 time`;
 
 const targetOptions = {
@@ -164,7 +166,12 @@ ${FILTER_HELP}
           const { complete: _complete, ...json } = list;
           io.stdout(JSON.stringify(json));
         } else
-          for (const line of deadLetterLines(list, values['show-data'] === true)) io.stdout(line);
+          for (const line of deadLetterLines(
+            list,
+            values['show-data'] === true,
+            target.local ? '--local' : `--env ${target.name}`,
+          ))
+            io.stdout(line);
         if (!list.complete)
           io.stderr(
             "The counts are partial: the queue is too large to read in one go, another read (or one that was stopped) still hides some dead letters for up to a minute, or a record has more dead letters than a read can show (the queue hands out a record's later dead letters only once its earlier ones are gone: a redrive moves them in turn).\n",
@@ -270,6 +277,13 @@ ${FILTER_HELP}
         const wanted = Math.min(result.matched - result.skipped, filters.limit);
         return values['dry-run'] || result.moved >= wanted ? EXIT.ok : EXIT.failed;
       });
+    },
+  },
+  events: {
+    ...EVENTS_COMMAND,
+    run: (values, positionals, io) => {
+      const query = parseEventsCommand(values, positionals, io.now());
+      return withTarget(values, io, (target) => runEvents(target, query, values.json === true, io));
     },
   },
   senders: {
@@ -818,8 +832,9 @@ function checkFilters(values: Values, io: CliIo, defaultLimit: number): DeadLett
   if (entity !== undefined && !/^[a-z][a-zA-Z]{1,63}$/.test(entity))
     throw new UsageError('--entity must be a Mautic entity such as contacts');
   const action = text('action');
-  if (action !== undefined && !['create', 'edit', 'delete'].includes(action))
-    throw new UsageError('--action must be create, edit or delete');
+  const actions = ['create', 'edit', 'delete', ...Object.keys(CONTACT_ACTIONS)];
+  if (action !== undefined && !actions.includes(action))
+    throw new UsageError(`--action must be one of: ${actions.join(', ')}`);
   const sinceText = text('since');
   const since = sinceText === undefined ? undefined : parseSince(sinceText, io.now());
   if (sinceText !== undefined && since === undefined)
@@ -845,7 +860,7 @@ function wholeNumber(value: unknown, option: string, min: number, max: number): 
   return number;
 }
 
-function deadLetterLines(list: DeadLetterList, showData: boolean): string[] {
+function deadLetterLines(list: DeadLetterList, showData: boolean, target: string): string[] {
   const reasons = Object.entries(list.byReason)
     .sort(([, a], [, b]) => b - a)
     .map(([reason, count]) => `${reason} ${count}`)
@@ -862,11 +877,29 @@ function deadLetterLines(list: DeadLetterList, showData: boolean): string[] {
     lines.push(
       `  ${item.deadLetteredAt ?? '?'}  ${item.reason}${item.status === null ? '' : ` ${item.status}`}  ${item.entity ?? '?'} ${item.action ?? '?'}  ${item.eventId ?? '(no event id)'}${detail}`,
     );
-    if (showData)
-      lines.push(`      id ${item.id ?? '-'} data ${JSON.stringify(item.data ?? null)}`);
+    if (showData) lines.push(`      ${dataText(item)}`);
   }
+  if (list.items.some((item) => item.eventId !== null))
+    lines.push(`What became of each event: npx mautic-relay events show EVENT_ID ${target}`);
   return lines;
 }
+
+/** `--show-data`: the record id and data, or an action's own fields and the `match` it named. */
+function dataText(item: DeadLetterList['items'][number]): string {
+  const fields = ACTION_FIELDS_SHOWN.filter((field) => item[field] !== undefined).map(
+    (field) => `${field} ${JSON.stringify(item[field])}`,
+  );
+  return [`id ${item.id ?? '-'}`, ...fields, `data ${JSON.stringify(item.data ?? null)}`].join(' ');
+}
+
+const ACTION_FIELDS_SHOWN = [
+  'match',
+  'segmentId',
+  'campaignId',
+  'companyId',
+  'points',
+  'channel',
+] as const;
 
 /** A one-line bar on a terminal's stderr; nothing otherwise. */
 function progressBar(io: CliIo) {

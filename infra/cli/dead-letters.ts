@@ -14,7 +14,10 @@ import { QueueUnavailableError } from '../../functions/core/errors.ts';
 import type { OutgoingMessage } from '../../functions/core/ports.ts';
 import type { Remapper } from './source-letters.ts';
 
-/** One dead letter as the commands show it (contract §4); `data` only with `--show-data`. */
+/**
+ * One dead letter as the commands show it (contract §4); with `--show-data` only, the record's
+ * `id` and `data`, or an integrator action's own fields and the `match` reference it named.
+ */
 interface DeadLetterItem {
   eventId: string | null;
   entity: string | null;
@@ -26,6 +29,25 @@ interface DeadLetterItem {
   deadLetteredAt: string | null;
   id?: number | null;
   data?: unknown;
+  match?: unknown;
+  segmentId?: unknown;
+  campaignId?: unknown;
+  companyId?: unknown;
+  points?: unknown;
+  channel?: unknown;
+}
+
+/** What an integrator action names beside its contact (contract §5): shown with `--show-data`. */
+const ACTION_FIELDS = ['match', 'segmentId', 'campaignId', 'companyId', 'points', 'channel'];
+
+/** The action fields a queued event holds, each it has. */
+function actionFields(event: Record<string, unknown>): Partial<DeadLetterItem> {
+  return Object.fromEntries(
+    ACTION_FIELDS.filter((field) => event[field] !== undefined).map((field) => [
+      field,
+      event[field],
+    ]),
+  );
 }
 
 export interface DeadLetterFilters {
@@ -267,6 +289,7 @@ function describe(message: Message): Scanned {
       id: typeof event.id === 'number' ? event.id : null,
       // A source's payload that could not be mapped (contract §6): what `sources test` takes.
       data: typeof event.source === 'string' ? event.body : event.data,
+      ...actionFields(event),
     },
   };
 }
@@ -311,9 +334,12 @@ export async function listDeadLetters(
       count++;
       byReason[letter.item.reason] = (byReason[letter.item.reason] ?? 0) + 1;
       const { id, data, ...rest } = letter.item;
+      const { match, segmentId, campaignId, companyId, points, channel, ...plain } = rest;
+      const fields = { match, segmentId, campaignId, companyId, points, channel };
+      const shown = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
       newest.add(
         letter.deadLetteredMs,
-        options.showData ? { ...rest, id: id ?? null, data } : rest,
+        options.showData ? { ...plain, id: id ?? null, data, ...shown } : plain,
       );
     }
     return new Set();

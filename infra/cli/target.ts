@@ -1,5 +1,6 @@
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { SetupError } from './errors.ts';
@@ -21,6 +22,11 @@ export interface Target {
   secrets: SecretsManagerClient;
   /** For the oldest event's age, which only CloudWatch knows; none locally. */
   cloudwatch: CloudWatchClient | undefined;
+  /**
+   * The outcome table of each event (contract §1.6) and its retention (0: none is kept);
+   * undefined for a relay of a version before it.
+   */
+  outcomes?: { dynamodb: DynamoDBClient; tableName: string; retentionSeconds: number } | undefined;
 }
 
 /** The stack of environment NAME, as infra/aws/app.ts names it. */
@@ -35,6 +41,8 @@ export const OUTPUTS = {
   webhookSecretName: 'WebhookSecretName',
   dashboardName: 'DashboardName',
   ingestFunctionName: 'IngestFunctionName',
+  outcomeTableName: 'OutcomeTableName',
+  outcomeRetentionSeconds: 'OutcomeRetentionSeconds',
 } as const;
 
 /** A deployed stack's outputs: `require` names what to do when one is missing. */
@@ -94,7 +102,22 @@ export async function environmentTarget(environment: string): Promise<Target> {
     sqs: new SQSClient({}),
     secrets: new SecretsManagerClient({}),
     cloudwatch: new CloudWatchClient({}),
+    outcomes: outcomesOf(
+      outputs.get(OUTPUTS.outcomeTableName),
+      Number(outputs.get(OUTPUTS.outcomeRetentionSeconds)),
+      () => new DynamoDBClient({}),
+    ),
   };
+}
+
+/** The outcome table, when the relay has one (a version before it has none). */
+function outcomesOf(
+  tableName: string | undefined,
+  retentionSeconds: number,
+  client: () => DynamoDBClient,
+): Target['outcomes'] {
+  if (tableName === undefined || !Number.isInteger(retentionSeconds)) return undefined;
+  return { dynamodb: client(), tableName, retentionSeconds };
 }
 
 /** The running `npm start`, from the endpoints file it keeps while it runs. */
@@ -124,6 +147,11 @@ export function localTarget(env: Readonly<Record<string, string | undefined>>): 
     sqs: new SQSClient({ ...local, endpoint: endpoints.sqsEndpoint }),
     secrets: new SecretsManagerClient({ ...local, endpoint: endpoints.secretsEndpoint }),
     cloudwatch: undefined,
+    outcomes: outcomesOf(
+      endpoints.dynamodbEndpoint && endpoints.outcomeTableName,
+      endpoints.outcomeRetentionSeconds ?? Number.NaN,
+      () => new DynamoDBClient({ ...local, endpoint: endpoints.dynamodbEndpoint ?? '' }),
+    ),
   };
 }
 
@@ -132,4 +160,5 @@ export function closeTarget(target: Target): void {
   target.sqs.destroy();
   target.secrets.destroy();
   target.cloudwatch?.destroy();
+  target.outcomes?.dynamodb.destroy();
 }
