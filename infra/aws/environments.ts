@@ -146,6 +146,12 @@ const settingsSchema = z.strictObject({
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
   /**
+   * How long each event's outcome is kept (`OUTCOME_RETENTION_SECONDS`, contract §1.6), at most
+   * 30 days; 0 keeps none (GET /events answers 404 outcomes_disabled, the functions are granted
+   * nothing on the outcome table).
+   */
+  outcomeRetentionSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
+  /**
    * The sources (contract §6): what a sources document holds under `"sources"`, without secrets
    * (each source's secret is in Secrets Manager, set with `sources set-secret`). `{}`: none.
    */

@@ -25,6 +25,8 @@ export interface FunctionResources {
   readonly queues: RelayQueues;
   readonly secrets: RelaySecrets;
   readonly dedupTable: dynamodb.Table;
+  /** Each event's outcome (contract §1.6). */
+  readonly outcomeTable: dynamodb.Table;
   readonly retry: RetryPolicy;
 }
 
@@ -99,7 +101,14 @@ function batchFunction(
   stack: Stack,
   settings: RelaySettings,
   common: Common,
-  { queues, secrets, dedupTable, retry, refresh }: FunctionResources & { refresh: RelayFunction },
+  {
+    queues,
+    secrets,
+    dedupTable,
+    outcomeTable,
+    retry,
+    refresh,
+  }: FunctionResources & { refresh: RelayFunction },
 ): RelayFunction {
   const batch = new RelayFunction(stack, 'Batch', {
     ...common,
@@ -124,6 +133,7 @@ function batchFunction(
       [ENV.RETRY_HORIZON_SECONDS]: String(retry.horizonSeconds),
       [ENV.MAX_RECEIVE_COUNT]: String(retry.maxReceiveCount),
       [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
+      ...outcomeEnvironment(settings, outcomeTable),
     },
   });
   // From a FIFO queue the event source hands over at most 10 messages and has no batching
@@ -149,7 +159,18 @@ function batchFunction(
     ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
     dedupTable.tableArn,
   );
+  // Each batch's outcomes, 25 a call: written, never read.
+  if (settings.outcomeRetentionSeconds > 0)
+    allow(batch, ['dynamodb:BatchWriteItem'], outcomeTable.tableArn);
   return batch;
+}
+
+/** The outcome table and its retention, as both functions read them (0: they keep none). */
+function outcomeEnvironment(settings: RelaySettings, outcomeTable: dynamodb.Table) {
+  return {
+    [ENV.OUTCOME_TABLE_NAME]: outcomeTable.tableName,
+    [ENV.OUTCOME_RETENTION_SECONDS]: String(settings.outcomeRetentionSeconds),
+  };
 }
 
 /** The ingest function behind the API: checks requests, remembers their ids, enqueues events. */
@@ -157,7 +178,7 @@ function ingestFunction(
   stack: Stack,
   settings: RelaySettings,
   common: Common,
-  { queues, secrets, dedupTable }: FunctionResources,
+  { queues, secrets, dedupTable, outcomeTable }: FunctionResources,
 ): RelayFunction {
   const ingest = new RelayFunction(stack, 'Ingest', {
     ...common,
@@ -170,6 +191,7 @@ function ingestFunction(
       [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
       ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
       [ENV.CONTACT_MATCH_FIELDS]: settings.contactMatchFields.join(','),
+      ...outcomeEnvironment(settings, outcomeTable),
       ...(settings.sources.length === 0
         ? {}
         : {
@@ -188,6 +210,10 @@ function ingestFunction(
     dedupTable.tableArn,
   );
   allow(ingest, ['sqs:SendMessage'], queues.events.queueArn);
+  // Each accepted event's `queued` (a source's ignored payload too), and GET /events' reads.
+  if (settings.outcomeRetentionSeconds > 0) {
+    allow(ingest, ['dynamodb:BatchGetItem', 'dynamodb:BatchWriteItem'], outcomeTable.tableArn);
+  }
   // A source's payload that cannot be mapped is kept there, as a dead letter (contract §6).
   if (settings.sources.length > 0) {
     allow(ingest, ['sqs:SendMessage'], queues.deadLetter.queueArn);
