@@ -19,7 +19,7 @@ import type { Clock, IngestCredentials, Logger, OutcomeStore } from './ports.ts'
 import { loggingRefusals } from './unauthorized-log.ts';
 
 /** The most ids one `?ids=` lookup may name (contract §1.6). */
-export const MAX_LOOKUP_IDS = 100;
+const MAX_LOOKUP_IDS = 100;
 
 export interface LookupDeps {
   credentials: () => Promise<IngestCredentials>;

@@ -22,7 +22,7 @@ export type OutcomeStatus = (typeof OUTCOME_STATUSES)[number];
  * `state`, the newest it knows. Two records, never one overwritten by both: a `queued` written
  * late can then never hide a `delivered` (docs/delivery.md, Outcomes).
  */
-export type OutcomeSlot = 'queued' | 'state';
+type OutcomeSlot = 'queued' | 'state';
 
 /** One stored outcome record. Times are ISO 8601. */
 export interface OutcomeRecord {

@@ -263,7 +263,7 @@ function answerOf(record: OutcomeRecord): Record<string, unknown> {
 }
 
 /** One line per event: when, status, what, which event and sender, and the status's facts. */
-export function eventLines(records: ReadonlyArray<OutcomeRecord>): string[] {
+function eventLines(records: ReadonlyArray<OutcomeRecord>): string[] {
   if (records.length === 0) return ['No outcomes match.'];
   return records.map((record) => {
     const what = `${record.entity ?? '-'} ${record.action ?? '-'}`;
