@@ -73,7 +73,7 @@ export function sourceRemapper(load: () => SourcesInUse | Promise<SourcesInUse>)
       idBase: letter.eventId,
       newId: randomUUID,
     });
-    if (mapping.kind === 'ignored') return mapping;
+    if (mapping.kind === 'ignored') return { kind: 'ignored' };
     if (mapping.kind === 'mapped') return { kind: 'events', messages: mapping.messages };
     // A failed filter or key says `Source "<name>": …` itself.
     const error = mappingFailureText(mapping.failure).replace(`Source "${letter.source}": `, '');
