@@ -278,7 +278,16 @@ describe('npm start: what happened to each event', () => {
     // A source's payload its filter refused, found by <source>:<key> by the operator.
     const ignored = await postStripe(url, 'evt_skip_1', 'invoice.paid', 'erin@example.com');
     expect(ignored).toEqual({ status: 202, text: '{"accepted":0,"eventIds":[],"ignored":true}' });
-    await until(() => drained(dir), 30_000, 'the queue drained');
+    // And one it maps: found by the id its answer gave.
+    const mapped = await postStripe(url, 'evt_new_1', 'customer.created', 'erin@example.com');
+    expect(JSON.parse(mapped.text).eventIds).toEqual([`${STRIPE}:evt_new_1:0`]);
+    await until(
+      async () =>
+        (await drained(dir)) && sim.records('contacts').some((c) => c.email === 'erin@example.com'),
+      30_000,
+      'the queue drained',
+    );
+    const erin = sim.records('contacts').find((c) => c.email === 'erin@example.com');
 
     // The operator's view: the same outcomes, every sender's, each named with its sender.
     const shown = await operatorCommand(
@@ -289,6 +298,7 @@ describe('npm start: what happened to each event', () => {
         'acme-city',
         'unknown-segment',
         `${STRIPE}:evt_skip_1`,
+        `${STRIPE}:evt_new_1:0`,
         '--local',
         '--json',
       ],
@@ -301,7 +311,9 @@ describe('npm start: what happened to each event', () => {
       ['acme-city', 'coalesced', 'webhook#1'],
       ['unknown-segment', 'dead_lettered', 'webhook#1'],
       [`${STRIPE}:evt_skip_1`, 'ignored', `source:${STRIPE}`],
+      [`${STRIPE}:evt_new_1:0`, 'delivered', `source:${STRIPE}`],
     ]);
+    expect(operator[4]?.mauticIds).toEqual([erin?.id]);
     const { sender: _, ...asOperatorSees } = operator[0] as Outcome;
     expect(asOperatorSees).toEqual((await lookUp(url, 'create-ann')).body);
     const listed = await operatorCommand(
