@@ -50,7 +50,8 @@ payload its filter ignored by <source>:<idempotency key>.
                dynamodb:Scan on its outcome table)
   --local      the running "npm start"
   --json       print {"events":[…]} on stdout
-  --status S   list: only this status (${OUTCOME_STATUSES.join(', ')})
+  --status S   list: only this status: ${OUTCOME_STATUSES.slice(0, 4).join(', ')},
+               ${OUTCOME_STATUSES.slice(4).join(', ')}
   --entity E   list: only this entity
   --action A   list: only this action (create, edit, delete, addToSegment, …)
   --since T    list: only what changed in the last T (90s, 30m, 2h, 7d) or since an ISO 8601 time
