@@ -9,8 +9,8 @@
  *
  *   npm run bench:batch -- [records=2000] [latencyMs=5]
  */
-import { type IncomingEvent, planBatches } from '../functions/core/batch-plan.ts';
-import { MauticApiClient } from '../functions/core/mautic-api.ts';
+import { type IncomingEvent, planBatches } from '../functions/core/delivery/batch-plan.ts';
+import { MauticApiClient } from '../functions/core/mautic/mautic-api.ts';
 import { startMauticSimulator } from '../mautic-simulator/server.ts';
 
 const records = Number(process.argv[2] ?? 2000);

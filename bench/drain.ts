@@ -1,7 +1,7 @@
 /**
  * How fast the relay drains a backlog: events already queued on a fauxqs events queue are
  * delivered through the local stand-in for the SQS event source mapping (N invocations at once,
- * its pollers gathering ahead, 10 messages per invocation from the FIFO queue, as Lambda's
+ * a poller reading when a slot is free, 10 messages per invocation from the FIFO queue, as Lambda's
  * mapping takes them) invoking the real batch handler (built by functions/batch/compose.ts),
  * which receives the rest of its batch of 200 itself within a 1 s window, into the Mautic
  * simulator answering every API call in a fixed time (its own work included), as a real Mautic
@@ -21,7 +21,7 @@
  *   each in its create's message group; two calls per 200, a lookup (`GET /api/contacts`) then
  *   the edit (`PATCH /api/contacts/batch/edit`), so its ideal is half the creates'. Alone, the
  *   contacts are stored in the simulator beforehand, off the clock. With both, it also prints
- *   the edits' ratio divided by the creates' (issue 22's cost guard: within 10 %).
+ *   the edits' ratio divided by the creates' (the edits' cost guard: within 10 %).
  *
  * The last line is `SUMMARY {json}` for scripts: the creates' figures under the keys it always
  * had (`figure: drain_ratio`, `value`, …), the edits' under `match_edit_*`.
@@ -45,18 +45,15 @@ import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 import { buildBatchHandler } from '../functions/batch/compose.ts';
 import type { QueuedEvent } from '../functions/core/events.ts';
-import { queueMessageFor } from '../functions/core/ingest-steps.ts';
+import { queueMessageFor } from '../functions/core/ingest/queue-messages.ts';
 import type { TokenSecret } from '../functions/core/token-secret.ts';
 import { ENV, loadBatchConfig } from '../functions/shared/config.ts';
 import { LOCAL_DEDUP_TABLE, startLocalDynamoDb } from '../infra/local/dynamodb-local.ts';
 import { type FauxqsThread, startFauxqsThread } from '../infra/local/fauxqs-thread.ts';
 import { lambdaContext } from '../infra/local/lambda-context.ts';
+import { createQueuePair } from '../infra/local/queue-pair.ts';
 import { startSecretsManagerFake } from '../infra/local/secrets-manager-fake.ts';
-import {
-  createQueuePair,
-  FIFO_MAX_BATCH_SIZE,
-  SqsEventSource,
-} from '../infra/local/sqs-event-source.ts';
+import { FIFO_MAX_BATCH_SIZE, SqsEventSource } from '../infra/local/sqs-event-source.ts';
 import { queueCounts, sqsClient } from '../test/support/local-sqs.ts';
 import {
   type DeliveringCall,
@@ -371,7 +368,7 @@ async function drainRun(bench: Bench, shape: RunShape): Promise<Omit<RunResult, 
   let invocations = 0;
   let failedMessages = 0;
   const pollErrors: string[] = [];
-  // As the local stack runs it: one mapping whose pollers gather ahead of the invocations,
+  // As the local stack runs it: one mapping whose pollers read when an invocation slot is free,
   // their SQS calls made on the emulator's thread (infra/local/fauxqs-thread.ts).
   const mappingSqs = bench.fauxqs.mappingSqs();
   const source = new SqsEventSource({

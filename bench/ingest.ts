@@ -31,7 +31,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
-import { parseCredentials, signWebhook } from '../functions/core/webhook-auth.ts';
+import { parseCredentials, signWebhook } from '../functions/core/ingest/webhook-auth.ts';
 import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 import type { SignedRequest } from './support/stripe-source.ts';
 
@@ -431,7 +431,7 @@ interface BenchServer {
  */
 async function startRelay(secret: string, side: Side): Promise<BenchServer> {
   const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
-  const { createQueuePair } = await import('../infra/local/sqs-event-source.ts');
+  const { createQueuePair } = await import('../infra/local/queue-pair.ts');
   const { startDedupStore } = await import('../infra/local/dynamodb-local.ts');
   const local = await startLocalSqs();
   const dedup = await startDedupStore(side === 'relay-dedup' ? DEDUP_ON_WINDOW_SECONDS : 0);
@@ -504,6 +504,8 @@ async function startFront(
     [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
     [ENV.WEBHOOK_SECRET]: data.secret,
     [ENV.DEDUP_WINDOW_SECONDS]: String(dedup ? DEDUP_ON_WINDOW_SECONDS : 0),
+    // The store's side counts its records too (one store call per event here: each names its own).
+    ...(dedup ? {} : { [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0' }),
     ...(dedup ? { [ENV.DEDUP_TABLE_NAME]: dedup.tableName } : {}),
     ...(sources ? { [ENV.DEAD_LETTER_QUEUE_URL]: sources.deadLetterQueueUrl } : {}),
   });

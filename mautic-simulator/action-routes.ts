@@ -2,6 +2,7 @@
  * The routes of reference §11 beside the standard ones: segment, campaign and company
  * memberships, Do Not Contact, points, and a contact's lists of memberships.
  */
+import { batchAddContacts } from './company-batch-links.ts';
 import { addDncAction, adjustPointsAction, removeDncAction } from './contact-actions.ts';
 import {
   addContactsToSegment,
@@ -30,10 +31,11 @@ interface ActionRoute {
   pattern: RegExp;
   /** POST only (Mautic's `'method' => 'POST'`); the reading routes take any method. */
   post: boolean;
-  run(state: EntityState, params: string[], req: SimRequest): Reply;
+  /** Undefined: a route this Mautic line does not have (the catch-all 404). */
+  run(state: EntityState, params: string[], req: SimRequest): Reply | undefined;
 }
 
-/** The membership, DNC and points routes of reference §11. */
+/** The membership, DNC and points routes of reference §11, and 7.x's batch company links. */
 const ACTION_ROUTES: readonly ActionRoute[] = [
   {
     entity: 'contacts',
@@ -80,6 +82,12 @@ const ACTION_ROUTES: readonly ActionRoute[] = [
     post: true,
     run: (state, [id = '', contact = '', action]) =>
       campaignContactAction(state, id, contact, action as AddOrRemove),
+  },
+  {
+    entity: 'companies',
+    pattern: /^batch\/addcontacts$/,
+    post: true,
+    run: (state, _params, req) => batchAddContacts(state, req.body),
   },
   {
     entity: 'companies',

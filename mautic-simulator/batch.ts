@@ -5,6 +5,7 @@
  * item sees what an earlier one saved, and the answer keeps PHP's keys (array or object).
  */
 
+import { nullUnlistedSelects } from './company-fields.ts';
 import { identifyCompany, replaceCompanies } from './company-links.ts';
 import { applyItemDnc } from './contact-actions.ts';
 import { ENTITIES, type EntityName } from './entities.ts';
@@ -41,6 +42,7 @@ import {
   view,
 } from './symfony.ts';
 import { validateItem } from './validation.ts';
+import { LOCKABLE, lockedMessage } from './versions.ts';
 import { applyWrite, type WriteMode } from './write-rules.ts';
 
 /** What one item became: a saved record (shown as created or as loaded), or an error. */
@@ -111,6 +113,7 @@ export function processItem(
     style: write,
     ...(knownTags === undefined ? {} : { knownTags }),
   });
+  if (entity === 'companies' && state.line.unlistedSelectNull) nullUnlistedSelects(fields);
   const error = validateItem(state, entity, existing, submitted.fields, fields);
   if (error !== undefined) return { status: error.code, error: { ...error } };
   const companyBefore = existing?.fields.company;
@@ -165,8 +168,16 @@ export function countBody(body: DecodedBody): number {
   return 0;
 }
 
-function batchLimitError(state: EntityState): Reply {
-  return returnError(500, `A max of ${state.batchMaxLimit} entities are supported at a time.`);
+/** validateBatchPayload's refusal: a 500 on the standard routes, a 400 on 7.x's company links. */
+export function batchLimitError(state: EntityState, status = 500): Reply {
+  return returnError(status, `A max of ${state.batchMaxLimit} entities are supported at a time.`);
+}
+
+/** Who checked the record out for editing, on a line whose API then refuses its edits (7.x). */
+export function lockOf(state: EntityState, entity: EntityName, record: StoredRecord | undefined) {
+  if (record === undefined || !state.line.lockedEdits || !LOCKABLE.has(entity)) return undefined;
+  const lock = state.checkedOut.get(`${entity}:${record.id}`);
+  return lock === undefined ? undefined : lockedMessage(record.fields.name, lock);
 }
 
 /** The payload: the listed records by key, `statusCodes`, and `errors` when any item failed. */
@@ -204,6 +215,11 @@ export function upsertTarget(
     if (phpEmpty(item.tag)) throw new PhpError('A tag name is required');
     return holdersOf(state, 'tags', 'tag', String(item.tag))[0];
   }
+  if (entity === 'companies' && state.line.companyUpsert && typeof item.companyname === 'string') {
+    // CompanyApiController::getNewEntity from 5.2.1 (IdentifyCompanyHelper::findCompany): the
+    // company that has the name is updated, also one this call created.
+    return holdersOf(state, 'companies', 'companyname', item.companyname).at(-1);
+  }
   return undefined;
 }
 
@@ -217,9 +233,13 @@ export function batchNew(state: EntityState, entity: EntityName, body: DecodedBo
   // Sequential on purpose: a duplicate email later in the batch finds the contact just created.
   for (const [key, item] of items) {
     const match = upsertTarget(state, entity, item);
-    const outcome = match
-      ? processItem(state, entity, match, item, 'patch', true)
-      : processItem(state, entity, undefined, item, 'post');
+    // A matched company is bound as POST binds a form, as the single create binds one (rest.ts).
+    const outcome =
+      match === undefined
+        ? processItem(state, entity, undefined, item, 'post')
+        : entity === 'companies'
+          ? processItem(state, entity, match, item, 'put')
+          : processItem(state, entity, match, item, 'patch', true);
     statusCodes.set(key, outcome.status);
     if ('error' in outcome) errors.set(key, outcome.error);
     else listed.set(key, outcome);
@@ -274,11 +294,13 @@ export function batchEdit(
   const statusCodes = new Map<string, number>();
   for (const [key, item] of items) {
     const existing = entities.get(key)?.record;
-    if (existing === undefined && method === 'PATCH') {
-      // setBatchError: PATCH needs an entity.
+    const locked = lockOf(state, entity, existing);
+    if ((existing === undefined && method === 'PATCH') || locked !== undefined) {
+      // setBatchError: PATCH needs an entity; 7.x refuses one a user has checked out.
+      const code = locked === undefined ? 404 : 409;
       entities.delete(key);
-      errors.set(key, { message: 'Item was not found.', code: 404, type: 'api' });
-      statusCodes.set(key, 404);
+      errors.set(key, { message: locked ?? 'Item was not found.', code, type: 'api' });
+      statusCodes.set(key, code);
       continue;
     }
     const outcome = processItem(state, entity, existing, item, method === 'PUT' ? 'put' : 'patch');

@@ -116,3 +116,14 @@ export const LOADED_COMPANY_ORDER: readonly string[] = [
   'companyfax',
   'companyannual_revenue',
 ];
+
+/**
+ * From 5.2, a value of a select field that is not in its list is stored as null and the item
+ * answered 200 (the default fields have one select, `companyindustry`). An empty value stays.
+ */
+export function nullUnlistedSelects(fields: Record<string, unknown>): void {
+  const value = fields.companyindustry;
+  if (typeof value === 'string' && value !== '' && !INDUSTRIES.includes(value)) {
+    fields.companyindustry = null;
+  }
+}

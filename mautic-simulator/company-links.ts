@@ -42,7 +42,11 @@ function currentLinks(state: EntityState, contact: StoredRecord) {
  * (unknown ids skipped); CompanyLeadRepository::saveEntities makes the first new one primary
  * and its name the contact's `company`.
  */
-function addCompanies(state: EntityState, contact: StoredRecord, companyIds: readonly number[]) {
+export function addCompanyLinks(
+  state: EntityState,
+  contact: StoredRecord,
+  companyIds: readonly number[],
+) {
   const links = currentLinks(state, contact);
   const added = companyIds.filter(
     (id, index) =>
@@ -80,7 +84,7 @@ export function linkCompany(
   companyId: number,
   add: boolean,
 ) {
-  if (add) addCompanies(state, contact, [companyId]);
+  if (add) addCompanyLinks(state, contact, [companyId]);
   else removeCompany(state, contact, companyId);
 }
 
@@ -90,7 +94,7 @@ export function linkCompany(
  */
 export function replaceCompanies(state: EntityState, contact: StoredRecord, ids: unknown[]) {
   const requested = ids.map((id) => Math.trunc(Number(id)) || 0);
-  addCompanies(state, contact, requested);
+  addCompanyLinks(state, contact, requested);
   for (const id of [...currentLinks(state, contact).keys()]) {
     if (!requested.includes(id)) removeCompany(state, contact, id);
   }

@@ -19,7 +19,8 @@ import {
   type FieldDefinition,
   LOADED_CONTACT_ORDER,
 } from './contact-fields.ts';
-import { EncodedJson, phpIntval, phpSerialize } from './php.ts';
+import { phpIntval, phpSerialize } from './php.ts';
+import { EncodedJson } from './php-json.ts';
 import type { EntityState, StoredRecord } from './store.ts';
 
 export type RecordView = 'created' | 'loaded' | 'matched';

@@ -13,10 +13,12 @@ export interface SimulatorFaults {
   /** 0..1: destroy the socket without answering. */
   dropRate?: number;
   /**
-   * Time to answer (or drop), uniform in [min, max] ms, counted from the request's arrival. A
-   * request that passes is applied at once and answered when the time is up.
+   * Time to answer (or drop), uniform in [min, max] ms, counted from the request's arrival, plus
+   * `perItem` ms for each item of a batch call (its `items` in the request log): a real Mautic
+   * saves a batch item by item, so a 200-contact create takes seconds where one takes a fraction
+   * of one. A request that passes is applied at once and answered when the time is up.
    */
-  latencyMs?: { min: number; max: number };
+  latencyMs?: { min: number; max: number; perItem?: number };
   /** 'api' (default): only /api/*; 'all': /oauth/* too. */
   scope?: 'api' | 'all';
 }
@@ -65,8 +67,9 @@ function checkFaults(faults: SimulatorFaults | undefined): void {
   check(Number.isFinite(faults.seed), 'faults.seed must be a finite number');
   check(isRate(faults.errorRate) && isRate(faults.dropRate), 'fault rates must be within 0..1');
   check(
-    latency === undefined || (latency.min >= 0 && latency.max >= latency.min),
-    'latencyMs needs 0 <= min <= max',
+    latency === undefined ||
+      (latency.min >= 0 && latency.max >= latency.min && (latency.perItem ?? 0) >= 0),
+    'latencyMs needs 0 <= min <= max and perItem >= 0',
   );
 }
 
@@ -234,7 +237,8 @@ export class FaultDice {
     this.#faults = config && { config: { ...config }, random: mulberry32(config.seed) };
   }
 
-  draw(path: string): FaultDraw | undefined {
+  /** The fault of a request to `path` carrying `items` batch items (none: 0). */
+  draw(path: string, items = 0): FaultDraw | undefined {
     if (this.#faults === undefined) return undefined;
     const { config, random } = this.#faults;
     if (!isApiPath(path) && !(config.scope === 'all' && path.startsWith('/oauth/'))) {
@@ -242,8 +246,8 @@ export class FaultDice {
     }
     const [decision, pick, wait] = [random(), random(), random()];
     const dropRate = config.dropRate ?? 0;
-    const { min, max } = config.latencyMs ?? { min: 0, max: 0 };
-    const waitMs = min + Math.floor(wait * (max - min + 1));
+    const { min, max, perItem = 0 } = config.latencyMs ?? { min: 0, max: 0 };
+    const waitMs = min + Math.floor(wait * (max - min + 1)) + perItem * items;
     if (decision < dropRate) return { waitMs, kind: 'drop' };
     if (decision < dropRate + (config.errorRate ?? 0)) {
       const status = ([500, 502, 503] as const)[Math.min(2, Math.floor(pick * 3))] ?? 500;

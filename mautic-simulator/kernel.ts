@@ -29,8 +29,6 @@ const BASIC_AUTH_MESSAGE =
 
 /** A simulator's OAuth2 state, its settings and its records. */
 export interface State extends OAuthState {
-  /** The `Mautic-Version` header's value; the behaviour stays 5.1's whatever it says. */
-  mauticVersion: string;
   apiEnabled: boolean;
   rateLimit: { limit: number; windowSeconds: number } | undefined;
   rateWindows: Map<number, { calls: number; resetAt: number }>;
@@ -72,10 +70,16 @@ function handleApi(state: State, req: SimRequest, entry: RequestLogEntry): Reply
   return reply;
 }
 
-/** Everything after logging, injection and faults: what Mautic itself would answer. */
+/**
+ * Everything after logging, injection and faults: what Mautic itself would answer. Only an API
+ * controller's view names Mautic's version (FetchCommonApiController::view sets
+ * `Mautic-Version`), so the token endpoint, a 401, a 429, a routing 404 and an exception's
+ * answer carry no version: the header `view` marks is filled in with the version played.
+ */
 export function respond(state: State, req: SimRequest, entry: RequestLogEntry): Reply {
   const reply = answer(state, req, entry);
-  reply.headers['mautic-version'] = state.mauticVersion;
+  if ('mautic-version' in reply.headers)
+    reply.headers['mautic-version'] = state.entities.line.version;
   return reply;
 }
 

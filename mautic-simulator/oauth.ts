@@ -4,14 +4,8 @@
  * endpoint, and the bearer-token check in front of /api.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  parseUrl,
-  phpEmpty,
-  phpJsonEncode,
-  phpUrldecode,
-  phpUrlencode,
-  sanitizeUrl,
-} from './php.ts';
+import { parseUrl, phpEmpty, phpUrldecode, phpUrlencode, sanitizeUrl } from './php.ts';
+import { phpJsonEncode } from './php-json.ts';
 import {
   bodyParams,
   exceptionError,

@@ -11,6 +11,7 @@ import {
   batchNew,
   countBody,
   deleteIds,
+  lockOf,
   processItem,
   upsertTarget,
 } from './batch.ts';
@@ -30,12 +31,19 @@ import {
 } from './symfony.ts';
 
 // The store's entry points, which tests and the in-memory Mautic import from here.
-export { createEntityState, type EntityState, listRecords, seedRecord } from './store.ts';
+export { listRecords, seedRecord } from './records.ts';
+export { createEntityState, type EntityState } from './store.ts';
 
 /** Items of a batch request: body entries for new and edit, ids for delete and segment adds. */
 export function batchItemCount(req: SimRequest): number | undefined {
   if (/^\/api\/[^/]+\/batch\/(new|edit)$/.test(req.path)) return countBody(req.body);
   if (/^\/api\/[^/]+\/batch\/delete$/.test(req.path)) return deleteIds(req.query).length;
+  if (req.path === '/api/companies/batch/addcontacts') {
+    const assignments = bodyParams(req.body).assignments;
+    return assignments !== null && typeof assignments === 'object'
+      ? Object.keys(assignments).length
+      : 0;
+  }
   if (/^\/api\/segments\/[^/]+\/contacts\/add$/.test(req.path)) {
     const ids = bodyParams(req.body).ids;
     return ids !== null && typeof ids === 'object' ? Object.keys(ids).length : 0;
@@ -85,6 +93,8 @@ function editOne(state: EntityState, entity: EntityName, id: string, req: SimReq
   const record = getEntity(state, entity, id);
   if (record === undefined && req.method === 'PATCH')
     return returnError(404, 'Item was not found.');
+  const locked = lockOf(state, entity, record);
+  if (locked !== undefined) return returnError(409, locked);
   const mode = req.method === 'PUT' ? 'put' : 'patch';
   return singleAnswer(
     entity,

@@ -15,8 +15,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenOnLoopback } from '../infra/local/loopback.ts';
-import { readBody } from '../infra/local/read-body.ts';
 import {
   type AfterApplyFault,
   check,
@@ -35,19 +33,15 @@ import {
   toRateLimit,
 } from './harness.ts';
 import { addClient, respond, type State } from './kernel.ts';
+import { listenOnLoopback } from './loopback.ts';
 import { addBySegmentFilters } from './memberships.ts';
 import { issueTokens, type SimulatorClient } from './oauth.ts';
 import { parsePhpQuery } from './php.ts';
+import { readBody } from './read-body.ts';
 import { batchItemCount, createEntityState, listRecords, seedRecord } from './rest.ts';
 import { contactMemberships } from './store.ts';
-import {
-  decodeBody,
-  exceptionError,
-  HTML,
-  MAUTIC_VERSION,
-  type Reply,
-  type SimRequest,
-} from './symfony.ts';
+import { decodeBody, exceptionError, HTML, type Reply, type SimRequest } from './symfony.ts';
+import { type MauticLine, mauticLine } from './versions.ts';
 
 /** Options of `startMauticSimulator`; every one has Mautic's default. */
 export interface MauticSimulatorOptions {
@@ -66,8 +60,9 @@ export interface MauticSimulatorOptions {
   /** false answers 403 api_disabled on /api and /oauth. */
   apiEnabled?: boolean;
   /**
-   * The `Mautic-Version` header of every answer, default `5.1.1`. Only the header changes: the
-   * simulator answers as 5.1 does whatever it says.
+   * The Mautic played: a line (`5.1`, the default, `5.2`, `6`, `7`) or a version such as
+   * `5.2.0` (versions.ts). It answers as that version does where versions differ, and its
+   * API controllers name it in `Mautic-Version`.
    */
   mauticVersion?: string;
   faults?: SimulatorFaults;
@@ -104,14 +99,14 @@ export interface MauticSimulator {
    * them, then fails to tell: 'drop' destroys the connection instead of answering; 'garble'
    * answers as PHP does when a notice is printed before the response (status 200, text/html,
    * the notice then the JSON); 'gateway_timeout' answers as a proxy in front of a slow Mautic
-   * does (504 page) while Mautic went on. For "was it applied?" tests (issue 11).
+   * does (504 page) while Mautic went on. For "was it applied?" tests.
    */
   failAfterApply(match: RequestMatch, how: AfterApplyFault, times?: number): void;
   /**
    * A poison item: every call of `match` whose batch holds an item with `item[field] ===
    * value` answers Mautic's generic 500 (§6.4) and applies nothing, as Mautic's item-specific
    * exceptions in a batch edit do (a contact whose stage others share, an id deleted
-   * meanwhile). It stays until the simulator stops. For "one bad item" tests (issue 24).
+   * meanwhile). It stays until the simulator stops. For "one bad item" tests.
    */
   poison(match: RequestMatch, field: string, value: unknown): void;
   addClient(client: SimulatorClient): void;
@@ -141,6 +136,12 @@ export interface MauticSimulator {
    * cannot: removing it through the API then keeps the row as manually removed.
    */
   addBySegmentFilters(segmentId: number, contactId: number): void;
+  /**
+   * A user opens the record for editing (Mautic's checked out), until `checkIn`. On 7.x the API
+   * then refuses to edit an email with a 409; earlier lines edit it all the same.
+   */
+  checkOut(entity: string, id: number, user?: string): void;
+  checkIn(entity: string, id: number): void;
 }
 
 type ContactMemberships = NonNullable<ReturnType<typeof contactMemberships>>;
@@ -162,24 +163,33 @@ function send(res: ServerResponse, entry: RequestLogEntry, reply: Reply): void {
   res.end(reply.body);
 }
 
+/** Mautic 7 removed the API rate limiter (UPGRADE-7.0.md): a limit there would be no Mautic's. */
+function checkRateLimit(line: MauticLine, rateLimit: MauticSimulatorOptions['rateLimit']) {
+  check(
+    rateLimit === undefined || line.rateLimiter,
+    `Mautic ${line.version} has no API rate limiter (removed in 7.0)`,
+  );
+  return toRateLimit(rateLimit);
+}
+
 /** The state behind one simulator, its options checked. */
 function createState(options: MauticSimulatorOptions): State {
   const now = options.now ?? Date.now;
+  const line = mauticLine(options.mauticVersion ?? '5.1');
   const state: State = {
     now,
-    mauticVersion: options.mauticVersion ?? MAUTIC_VERSION,
     clients: new Map(),
     accessLifetimeSeconds: options.accessTokenLifetimeSeconds ?? 3600,
     refreshLifetimeSeconds: options.refreshTokenLifetimeSeconds ?? 1_209_600,
     clientCredentialsRefreshToken: options.clientCredentialsRefreshToken ?? false,
     apiEnabled: options.apiEnabled ?? true,
-    rateLimit: toRateLimit(options.rateLimit),
+    rateLimit: checkRateLimit(line, options.rateLimit),
     rateWindows: new Map(),
     accessTokens: new Map(),
     refreshTokens: new Map(),
     authCodes: new Map(),
     lastTokenId: 0,
-    entities: createEntityState(now, options.batchMaxLimit ?? 200),
+    entities: createEntityState(now, options.batchMaxLimit ?? 200, line),
   };
   for (const client of options.clients ?? [DEFAULT_SIMULATOR_CLIENT]) {
     addClient(state.clients, client);
@@ -245,7 +255,7 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
   if (harness.scripts.poisoned(method, path, decoded)) {
     return send(res, entry, exceptionError(500));
   }
-  const fault = harness.faults.draw(path);
+  const fault = harness.faults.draw(path, entry.items);
   // The latency is the time to answer, counted from the request's arrival, as a real server's
   // is: its own work is part of it. A request that passes is applied first and answered when
   // the latency is over (or at once, if the work took longer); otherwise the 50 ms of a bench's
@@ -264,13 +274,14 @@ async function serve(harness: Harness, req: IncomingMessage, res: ServerResponse
     return send(res, entry, faultReply(fault.status));
   }
   const reply = respond(harness.state, request, entry);
-  // failAfterApply (issue 11): the work is done, the answer is lost or spoilt.
+  // failAfterApply: the work is done, the answer is lost or spoilt.
   const spoilt = harness.scripts.takeAfterApply(method, path);
   if (!(await waitOutLatency())) return;
   if (spoilt === 'drop') return void req.socket.destroy();
   if (spoilt === 'garble') {
     const body = Buffer.concat([Buffer.from(PHP_NOTICE), Buffer.from(reply.body)]);
-    const headers = { 'content-type': HTML, 'mautic-version': harness.state.mauticVersion };
+    // The notice went out before any header was set: PHP's defaults, no Mautic-Version.
+    const headers = { 'content-type': HTML };
     return send(res, entry, { status: 200, headers, body });
   }
   send(res, entry, spoilt === 'gateway_timeout' ? proxyErrorPage(504) : reply);
@@ -337,7 +348,7 @@ function simulatorHandle(
     },
     setFaults: (faults) => harness.faults.set(faults),
     setRateLimit(rateLimit) {
-      state.rateLimit = toRateLimit(rateLimit);
+      state.rateLimit = checkRateLimit(state.entities.line, rateLimit);
       state.rateWindows.clear();
     },
     inject: (match, response, times) => scripts.inject(match, response, times),
@@ -362,5 +373,9 @@ function simulatorHandle(
     memberships: (contactId) => contactMemberships(state.entities, contactId),
     addBySegmentFilters: (segmentId, contactId) =>
       addBySegmentFilters(state.entities, segmentId, contactId),
+    checkOut(entity, id, user = 'Admin User') {
+      state.entities.checkedOut.set(`${entity}:${id}`, { user, at: state.now() });
+    },
+    checkIn: (entity, id) => void state.entities.checkedOut.delete(`${entity}:${id}`),
   };
 }

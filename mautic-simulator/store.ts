@@ -14,6 +14,7 @@ import {
 import { ENTITY_NAMES, type EntityName } from './entities.ts';
 import { phpEmpty, phpIntval } from './php.ts';
 import { collationKey } from './sql.ts';
+import { type MauticLine, mauticLine } from './versions.ts';
 
 export type { EntityName } from './entities.ts';
 
@@ -38,7 +39,7 @@ export interface Membership {
 }
 
 /** A row of lead_donotcontact. */
-interface DncEntry {
+export interface DncEntry {
   id: number;
   addedAt: number;
   reason: number;
@@ -62,6 +63,10 @@ type Store = { lastId: number; records: Map<number, StoredRecord> };
 export interface EntityState {
   now: () => number;
   batchMaxLimit: number;
+  /** The Mautic version played, and what it does differently (versions.ts). */
+  line: MauticLine;
+  /** Records checked out for editing (`<entity>:<id>` → who, since when), as a user opening one does. */
+  checkedOut: Map<string, { user: string; at: number }>;
   /** The name Mautic gives the API user (`createdByUser`): `<client name> [<client id>]`. */
   apiUser: string;
   stores: Record<EntityName, Store>;
@@ -82,13 +87,19 @@ export interface EntityState {
 }
 
 /** An empty store. */
-export function createEntityState(now: () => number, batchMaxLimit: number): EntityState {
+export function createEntityState(
+  now: () => number,
+  batchMaxLimit: number,
+  line: MauticLine = mauticLine('5.1'),
+): EntityState {
   const stores = Object.fromEntries(
     ENTITY_NAMES.map((name) => [name, { lastId: 0, records: new Map<number, StoredRecord>() }]),
   ) as Record<EntityName, Store>;
   return {
     now,
     batchMaxLimit,
+    line,
+    checkedOut: new Map(),
     apiUser: 'Mautic simulator [1]',
     stores,
     contactsByEmail: new Map(),
@@ -97,14 +108,6 @@ export function createEntityState(now: () => number, batchMaxLimit: number): Ent
     customFields: new Map(),
     customCompanyFields: new Map(),
   };
-}
-
-function entityName(entity: string): EntityName {
-  const name = ENTITY_NAMES.find((candidate) => candidate === entity);
-  if (name === undefined) {
-    throw new TypeError(`Unknown entity "${entity}": use ${ENTITY_NAMES.join(', ')}`);
-  }
-  return name;
 }
 
 // __proto__ too: a JSON body may carry it, and assigning it would swap a record's prototype.
@@ -124,69 +127,6 @@ export function phpDate(ms: number): string {
 /** A date as MySQL returns a DATETIME column. */
 export function sqlDate(ms: number): string {
   return new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
-}
-
-/** The DNC entries of a contact as tests compare them: what a client can set, no id or date. */
-function dncSummary(entries: readonly DncEntry[]) {
-  return entries.map(({ channel, reason, comments, channelId }) => ({
-    channel,
-    reason,
-    comments,
-    channelId,
-  }));
-}
-
-function flatten(state: EntityState, entity: EntityName, record: StoredRecord) {
-  const dnc = entity === 'contacts' ? (state.links.get(record.id)?.doNotContact ?? []) : [];
-  return {
-    id: record.id,
-    ...record.fields,
-    ...(dnc.length > 0 ? { doNotContact: dncSummary(dnc) } : {}),
-    dateAdded: phpDate(record.addedAt),
-    dateModified: phpDate(record.modifiedAt ?? record.addedAt),
-  };
-}
-
-/**
- * Stored records of one entity as flat field maps, in id order. A contact with Do Not Contact
- * entries also has `doNotContact: [{channel, reason, comments, channelId}]`.
- */
-export function listRecords(
-  state: EntityState,
-  entity: string,
-): Array<Record<string, unknown> & { id: number }> {
-  const name = entityName(entity);
-  return [...state.stores[name].records.values()]
-    .sort((a, b) => a.id - b.id)
-    .map((record) => flatten(state, name, record));
-}
-
-/**
- * Inserts a record as given, with no validation; an `id` is ignored, `dateAdded` (ISO-8601) is
- * kept. A contact's `doNotContact` items become its entries, as on a create (channel `email`
- * and reason 3 unless given), and its `tags` become tags.
- */
-export function seedRecord(state: EntityState, entity: string, record: Record<string, unknown>) {
-  const name = entityName(entity);
-  const fields: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(record)) {
-    if (!RESERVED_FIELDS.has(key) && !(name === 'contacts' && key === 'doNotContact')) {
-      fields[key] = value;
-    }
-  }
-  const added = typeof record.dateAdded === 'string' ? Date.parse(record.dateAdded) : Number.NaN;
-  const addedAt = Number.isNaN(added) ? state.now() : added;
-  const stored = insert(state, name, fields, addedAt, null);
-  if (name !== 'contacts') return { id: stored.id };
-  if (Array.isArray(fields.tags)) registerTags(state, fields.tags.map(String));
-  if (Array.isArray(record.doNotContact)) {
-    for (const item of record.doNotContact as Array<Record<string, unknown>>) {
-      const channel = typeof item.channel === 'string' ? item.channel : 'email';
-      const reason = item.reason === undefined ? 3 : phpIntval(item.reason);
-      addDncEntry(state, stored, { channel, reason, comments: String(item.comments ?? '') });
-    }
-  }
-  return { id: stored.id };
 }
 
 /** A new record with the next id; `user` is who created it (null: seeded). */

@@ -4,7 +4,8 @@
  * that both the OAuth2 endpoints and the REST controllers give.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { type PhpArray, parsePhpQuery, phpArrayToJs, phpJsonEncode } from './php.ts';
+import { type PhpArray, parsePhpQuery, phpArrayToJs } from './php.ts';
+import { phpJsonEncode } from './php-json.ts';
 
 /** What the simulator sends back. */
 export interface Reply {
@@ -94,10 +95,11 @@ function genericMessage(status: number): string {
 }
 
 /**
- * The version Mautic names in the `Mautic-Version` header; the recorded Mautic sent it on every
- * answer, its token endpoint's and its errors' included.
+ * The version an API controller's view names in `Mautic-Version` (kernel.ts puts the version
+ * played in its place). Only those views carry it: not the token endpoint, the firewall's 401,
+ * ApiSubscriber's rewrites or ExceptionController's answers.
  */
-export const MAUTIC_VERSION = '5.1.1';
+const MAUTIC_VERSION = '5.1.1';
 
 /** Symfony JsonResponse (ApiSubscriber rewrites, ExceptionController): JSON_HEX_* escaping. */
 function symfonyJson(status: number, payload: unknown): Reply {
@@ -106,7 +108,6 @@ function symfonyJson(status: number, payload: unknown): Reply {
     headers: {
       'content-type': 'application/json',
       'cache-control': 'no-cache, private',
-      'mautic-version': MAUTIC_VERSION,
     },
     body: phpJsonEncode(payload, { hex: true }),
   };

@@ -10,7 +10,7 @@ import {
 } from '../functions/shared/config.ts';
 import { environmentSettings } from '../infra/aws/environments.ts';
 import { endpointsDir } from '../infra/cli/local-endpoints.ts';
-import { loadLocalConfig } from '../infra/local/local-stack.ts';
+import { loadLocalConfig } from '../infra/local/local-config.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DOCS = [

@@ -29,8 +29,9 @@ const DONE = 'done';
 
 /**
  * The action ledger on the de-duplication table, with plain conditional writes: a put that only
- * succeeds when the key is new claims it, an update marks it done, a delete conditioned on the
- * claim frees it. Not Powertools idempotency: its in-progress record expires with the
+ * succeeds when the key is new claims it, an update marks it done, a delete conditioned on this
+ * very claim (its id) frees it: a delete the SDK sends again after another delivery claimed the
+ * key, or a release by one that never held the claim, frees nothing. Not Powertools idempotency: its in-progress record expires with the
  * invocation, so a claim whose invocation crashed would be freed and the action sent again,
  * which is exactly what must not happen to an action whose outcome is unknown.
  */
@@ -38,6 +39,8 @@ export class DynamoDbActionLedger implements ActionLedger {
   readonly #client: DynamoDBClient;
   readonly #tableName: string;
   readonly #clock: Clock;
+  /** The id of each claim this ledger holds, by key: what a release may free. */
+  readonly #claims = new Map<string, string>();
 
   constructor(client: DynamoDBClient, tableName: string, options: { clock: Clock }) {
     this.#client = client;
@@ -52,6 +55,7 @@ export class DynamoDbActionLedger implements ActionLedger {
   }
 
   async complete(key: string): Promise<void> {
+    this.#claims.delete(key);
     await this.#client.send(
       new UpdateItemCommand({
         TableName: this.#tableName,
@@ -66,21 +70,25 @@ export class DynamoDbActionLedger implements ActionLedger {
   }
 
   async release(key: string): Promise<void> {
+    const claimId = this.#claims.get(key);
+    // Not a claim of this ledger's: another delivery's, which only it may free.
+    if (claimId === undefined) return;
     try {
       await this.#client.send(
         new DeleteItemCommand({
           TableName: this.#tableName,
           Key: this.#key(key),
-          // Never a key that is done: its action was applied.
-          ConditionExpression: '#status = :claimed',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':claimed': { S: CLAIMED } },
+          // Never a key that is done (its action was applied), nor another delivery's claim.
+          ConditionExpression: '#status = :claimed AND #claimId = :claimId',
+          ExpressionAttributeNames: { '#status': 'status', '#claimId': 'claimId' },
+          ExpressionAttributeValues: { ':claimed': { S: CLAIMED }, ':claimId': { S: claimId } },
         }),
       );
     } catch (error) {
-      // Done, or not there: either way nothing is left to free.
+      // Done, gone, or another's: either way nothing of this claim is left to free.
       if (!isConditionFailed(error)) throw error;
     }
+    this.#claims.delete(key);
   }
 
   /** `undefined` when the key was taken but its item is gone by the time it is read. */
@@ -88,6 +96,7 @@ export class DynamoDbActionLedger implements ActionLedger {
     // Tells this put's own item from another's: the SDK retries a put whose answer was lost,
     // and the retry then finds the item the first try wrote.
     const claimId = randomUUID();
+    this.#claims.set(key, claimId);
     try {
       await this.#client.send(
         new PutItemCommand({
@@ -104,14 +113,19 @@ export class DynamoDbActionLedger implements ActionLedger {
       );
       return 'claimed';
     } catch (error) {
-      if (!isConditionFailed(error)) throw error;
+      if (!isConditionFailed(error)) {
+        this.#claims.delete(key);
+        throw error;
+      }
     }
     const { Item } = await this.#client.send(
       new GetItemCommand({ TableName: this.#tableName, Key: this.#key(key), ConsistentRead: true }),
     );
+    const mine = Item?.claimId?.S === claimId && Item?.status?.S === CLAIMED;
+    if (!mine) this.#claims.delete(key);
     if (Item === undefined) return undefined;
     if (Item.status?.S === DONE) return 'done';
-    return Item.claimId?.S === claimId && Item.status?.S === CLAIMED ? 'claimed' : 'unknown';
+    return mine ? 'claimed' : 'unknown';
   }
 
   #key(key: string) {

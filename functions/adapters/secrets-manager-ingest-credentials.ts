@@ -1,7 +1,7 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { credentialLists, readSenderCredentials } from '../core/ingest/sender-credentials.ts';
+import { parseCredentials } from '../core/ingest/webhook-auth.ts';
 import type { Clock, IngestCredentials } from '../core/ports.ts';
-import { credentialLists, readSenderCredentials } from '../core/sender-credentials.ts';
-import { parseCredentials } from '../core/webhook-auth.ts';
 
 /**
  * The ingest's credentials from a Secrets Manager secret in either format of

@@ -9,7 +9,8 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { DeadLetter, DeliveryQueues, Logger, QueuedMessage } from '../core/ports.ts';
+import type { Logger } from '../core/ports.ts';
+import type { DeadLetter, DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 import { awsErrorCode } from './aws-error-code.ts';
 import { stringAttribute } from './sqs-attributes.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';
@@ -24,10 +25,15 @@ const SETTLE_CALL_TIMEOUT_MS = 2_000;
 
 /** ReceiveMessage calls the batch function keeps in flight while it gathers its batch. */
 const RECEIVES_IN_FLIGHT = 4;
-/** SQS's longest long poll. */
-const MAX_WAIT_SECONDS = 20;
-/** Between short polls in the window's last second, shorter than a long poll's grain. */
-const SHORT_POLL_PAUSE_MS = 100;
+/**
+ * Every receive is a long poll of this long, never a short one: SQS answers a short poll from a
+ * sample of its servers, so it may come back empty while messages wait (a false empty), and a
+ * gathering that believed it would close its batch far short. A long poll asks every server and
+ * answers as soon as a message is there; empty, it says nothing arrived for this long.
+ */
+const LONG_POLL_SECONDS = 1;
+/** An empty answer this much sooner than its wait did not wait out its poll. */
+const EARLY_ANSWER_MS = 100;
 
 /**
  * The batch function's own calls to SQS: receiving the rest of its batch from the FIFO events
@@ -109,48 +115,35 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     );
   }
 
-  async receive(
-    max: number,
-    until: number,
-    quietMs = Number.POSITIVE_INFINITY,
-    holdSeconds?: number,
-  ) {
+  async receive(max: number, until: number, holdSeconds?: number, pollSeconds = LONG_POLL_SECONDS) {
     const received: QueuedMessage[] = [];
     let wanted = max;
     let done = false;
-    let lastArrival = Date.now();
     // Several receives at once: one after another, 19 of them took longer than a Mautic call.
     const receiver = async () => {
-      while (!done && wanted > 0) {
+      while (!done && wanted > 0 && Date.now() < until) {
         const count = Math.min(10, wanted);
         wanted -= count;
-        // A long poll only when it cannot outlast the window or the quiet time.
-        const waitMs = Math.min(until - Date.now(), quietMs - (Date.now() - lastArrival));
-        const messages = await this.#receiveOnce(count, waitMs, holdSeconds);
+        const asked = Date.now();
+        const messages = await this.#receiveOnce(count, pollSeconds, holdSeconds);
         if (messages === undefined) done = true;
         received.push(...(messages ?? []));
         wanted += count - (messages?.length ?? count);
-        if ((messages?.length ?? 0) > 0) lastArrival = Date.now();
-        const now = Date.now();
-        if (messages?.length === 0) {
-          // Nothing now: look again within the window, unless the queue has been quiet too long.
-          const quietLeft = quietMs - (now - lastArrival);
-          if (now >= until || quietLeft <= 0) done = true;
-          // Less than a long poll's second left: one more look when the quiet time or the
-          // window ends, not short polls all through it (each is a request).
-          else if (until - now < 1000) await sleep(Math.min(until - now, quietLeft));
-          else if (quietMs < 1000) await sleep(Math.min(SHORT_POLL_PAUSE_MS, quietLeft));
-        }
+        // A whole long poll without a message: nothing more is arriving, the batch goes as it is.
+        // An empty answer before its time (an emulator waking every waiting poll for one
+        // message) says nothing of the kind: poll again.
+        const waited = Date.now() - asked >= pollSeconds * 1000 - EARLY_ANSWER_MS;
+        if (messages?.length === 0 && waited) done = true;
       }
     };
     await Promise.all(Array.from({ length: RECEIVES_IN_FLIGHT }, receiver));
     return received;
   }
 
-  /** One ReceiveMessage, a long poll for whole seconds left; undefined when the call failed. */
+  /** One ReceiveMessage; undefined when the call failed. */
   async #receiveOnce(
     count: number,
-    leftMs: number,
+    waitSeconds: number,
     holdSeconds: number | undefined,
   ): Promise<QueuedMessage[] | undefined> {
     try {
@@ -158,7 +151,7 @@ export class SqsDeliveryQueues implements DeliveryQueues {
         new ReceiveMessageCommand({
           QueueUrl: this.#eventsQueueUrl,
           MaxNumberOfMessages: count,
-          WaitTimeSeconds: Math.max(0, Math.min(MAX_WAIT_SECONDS, Math.floor(leftMs / 1000))),
+          WaitTimeSeconds: waitSeconds,
           MessageSystemAttributeNames: ['All'],
           MessageAttributeNames: ['All'],
           // Hidden as long as the invocation may hold them, not the queue's 6 × timeout: after a
@@ -231,7 +224,9 @@ export class SqsDeliveryQueues implements DeliveryQueues {
           failedIds = entries.map(([id]) => id);
         }
         entries = entries.filter(([id]) => failedIds.includes(id));
-        if (entries.length > 0 && attempt === 1) await sleep(Math.min(100, until - Date.now()));
+        // Never a negative pause: the time may be up by now (Node would warn, and wait 1 ms).
+        if (entries.length > 0 && attempt === 1)
+          await sleep(Math.max(0, Math.min(100, until - Date.now())));
       }
       return entries.map(([, item]) => messageIdOf(item));
     };

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { QueueUnavailableError } from '../core/errors.ts';
-import type { EventQueue, OutgoingMessage } from '../core/ports.ts';
+import type { EventQueue, OutgoingMessage } from '../core/queue-ports.ts';
 import { ENQUEUE_RETRY_DELAYS_MS } from '../core/retry-policy.ts';
 import { awsErrorCode } from './aws-error-code.ts';
 import { groupsOf, notListed } from './sqs-batches.ts';

@@ -6,7 +6,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { QueueUnavailableError } from '../core/errors.ts';
-import type { SourceDeadLetter, SourceDeadLetterQueue } from '../core/ports.ts';
+import type { SourceDeadLetter, SourceDeadLetterQueue } from '../core/queue-ports.ts';
 import { ENQUEUE_RETRY_DELAYS_MS } from '../core/retry-policy.ts';
 import { awsErrorCode } from './aws-error-code.ts';
 import { stringAttribute } from './sqs-attributes.ts';

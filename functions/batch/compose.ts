@@ -11,15 +11,18 @@ import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
 import { DynamoDbOutcomeStore } from '../adapters/dynamodb-outcome-store.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery-calls.ts';
-import { MauticApiClient } from '../core/mautic-api.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery/delivery-calls.ts';
+import { MauticItemTime } from '../core/delivery/mautic-item-time.ts';
+import { MauticApiClient } from '../core/mautic/mautic-api.ts';
 import type { Clock, FetchLike, RefreshRequester } from '../core/ports.ts';
 import { TOKEN_POLL } from '../core/retry-policy.ts';
-import { WaitingTokenSource } from '../core/token-wait.ts';
+import { WaitingTokenSource } from '../core/tokens/token-wait.ts';
 import type { BatchConfig } from '../shared/config.ts';
 import { createBatchHandler } from './handler.ts';
 
 const LAMBDA_MAX_TIMEOUT_MS = 900_000;
+/** Lambda's event source hands at most this many messages of a FIFO queue (the stack's mapping). */
+const FIFO_HAND_OVER = 10;
 
 /** What the batch function talks to: in Lambda the AWS clients, locally the stand-ins. */
 export interface BatchEdges {
@@ -72,9 +75,9 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     api: new MauticApiClient({
       baseUrl: config.mauticBaseUrl,
       fetch: edges.fetch ?? fetch,
-      // Without a setting, calls are bounded by the invocation's deadline (the handler aborts
-      // them at its margin), so the longest Lambda timeout is only an outer bound.
-      timeoutMs: config.mauticTimeoutMs ?? LAMBDA_MAX_TIMEOUT_MS,
+      // Each call gets its own timeout from Mautic's pace (`call-budget.ts`), within the
+      // invocation's deadline: the longest Lambda timeout is only an outer bound.
+      timeoutMs: LAMBDA_MAX_TIMEOUT_MS,
       now: () => clock.now(),
       onVersion: (version) => {
         mauticVersion.value = version.slice(0, 64);
@@ -105,6 +108,8 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     random: Math.random,
     // Lives as long as the container, like Mautic's limit it learned.
     learnedLimit: { value: undefined },
+    backlog: { seen: false },
+    itemTime: new MauticItemTime(),
     namedPause: {},
     mauticVersion,
     options: {
@@ -112,7 +117,12 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
       batchSize: config.batchSize,
       concurrency: config.deliveryConcurrency,
       maxDelaySeconds: config.maxDelaySeconds,
+      // A time Mautic names holds the container no longer than the longest delay after a 429.
+      maxNamedPauseMs: config.maxDelaySeconds * 1000,
       batchWindowMs: config.batchWindowSeconds * 1000,
+      // The mapping's batch size, as the stack sets it (and the local stack's pollers take).
+      handOver: Math.min(FIFO_HAND_OVER, config.batchSize),
+      callTimeoutCapMs: config.mauticTimeoutMs,
     },
   });
   return middy<SQSEvent, SQSBatchResponse, Error, Context>(handler)

@@ -30,6 +30,39 @@ function cleanedEmail(value: string): string {
   return value.replace(/[^A-Za-z0-9!#$%&'*+\-=?^_`{|}~@.[\]]/g, '');
 }
 
+/**
+ * A–Z to a–z and nothing else: how Mautic's columns compare the ASCII an address is made of,
+ * without a locale. `toLowerCase()` folds more (U+212A KELVIN SIGN becomes `k`, U+0130 becomes
+ * `i` and a combining dot), and so would turn one contact's look-alike into that contact.
+ */
+export function asciiLower(text: string): string {
+  return text.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
+}
+
+/** White space of ASCII (space, tab, line breaks, vertical tab, form feed) around a value, gone. */
+export function trimAscii(text: string): string {
+  return text.replace(/^[ \t\n\v\f\r]+|[ \t\n\v\f\r]+$/g, '');
+}
+
+/**
+ * The one form an email reference is compared, grouped and looked up in: the address Mautic
+ * stores (cleaned), folded in ASCII only. `" Ann@Example.com"` and `"ann@example.com"` are one;
+ * `"\u212Aate@example.com"` is `ate@example.com`, what a create with it makes, never `kate@…`.
+ */
+export function canonicalEmail(value: string): string {
+  return asciiLower(cleanedEmail(value));
+}
+
+/**
+ * Whether Mautic's cleaning would change the address beyond the ASCII white space around it:
+ * such an address would name one contact in a create (Mautic upserts on the cleaned form) and
+ * another, or none, in a lookup, so the ingest refuses it.
+ */
+export function cleaningChanges(value: string): boolean {
+  const trimmed = trimAscii(value);
+  return cleanedEmail(trimmed) !== trimmed;
+}
+
 export function isMauticEmail(value: string): boolean {
   const address = cleanedEmail(value);
   if (address.length > 254 || NOT_ALLOWED_BY_MAUTIC.test(address)) return false;

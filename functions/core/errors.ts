@@ -130,10 +130,15 @@ export class MauticBatchLimitError extends MauticError {
   /** The largest batch this Mautic accepts. */
   readonly limit: number;
 
-  constructor(details: { method: string; path: string; limit: number }, options?: ErrorOptions) {
+  /** `status`: 500 on the standard batch routes, 400 on Mautic 7's company links. */
+  constructor(
+    details: { method: string; path: string; limit: number; status?: number },
+    options?: ErrorOptions,
+  ) {
+    const status = details.status ?? 500;
     super(
-      `${details.method} ${details.path} failed with status 500 (at most ${details.limit} items per call)`,
-      { ...details, status: 500, retryable: true },
+      `${details.method} ${details.path} failed with status ${status} (at most ${details.limit} items per call)`,
+      { ...details, status, retryable: true },
       options,
     );
     this.limit = details.limit;
@@ -163,6 +168,8 @@ export class MauticTransientError extends MauticError {
   readonly possiblyApplied: boolean;
   /** When the server said to come back (a 503's `Retry-After`, epoch ms), if it did. */
   readonly retryAt: number | undefined;
+  /** What a network failure or timeout did not reach: the host, and how (`ENOTFOUND`). */
+  readonly unreached: string | undefined;
 
   constructor(
     details: {
@@ -190,6 +197,7 @@ export class MauticTransientError extends MauticError {
     this.kind = details.kind;
     this.possiblyApplied = details.possiblyApplied ?? false;
     this.retryAt = details.retryAt;
+    this.unreached = details.unreached;
   }
 }
 
@@ -276,21 +284,33 @@ export interface RefusalDetail {
  */
 export class IngestRefusal extends Error {
   override name = 'IngestRefusal';
-  readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 422 | 503;
+  readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 422 | 429 | 503;
   readonly code: string;
   readonly details: RefusalDetail[] | undefined;
+  /** When to send the request again (a 429's `Retry-After`), in whole seconds. */
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     status: IngestRefusal['status'],
     code: string,
     message: string,
     details?: RefusalDetail[],
+    options: { retryAfterSeconds?: number } = {},
   ) {
     super(message);
     this.status = status;
     this.code = code;
     this.details = details;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
+}
+
+/**
+ * A table the ingest needs could not be used (the record counters', contract §2): nothing was
+ * decided, and the request may be sent again whole.
+ */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
 }
 
 /** A webhook secret or API key that cannot work; the message never quotes it. */

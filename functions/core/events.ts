@@ -1,5 +1,6 @@
 import * as z from 'zod';
-import { isMauticEmail } from './email-address.ts';
+import { canonicalReference, lookupProblem } from './contact-reference.ts';
+import { cleaningChanges, isMauticEmail } from './email-address.ts';
 
 /** A Mautic API path name (contract §1): `contacts`, `companies`, `segments`, … */
 export const ENTITY_PATTERN = /^[a-z][a-zA-Z]{1,63}$/;
@@ -161,6 +162,34 @@ function checkReference(event: EventShape, issue: Issue): void {
 }
 
 /**
+ * What the ingest refuses beyond the queued form's rules (contract §1, §5): an email Mautic's
+ * cleaning would change (a create with it upserts on the cleaned address, while a `match` with
+ * it would look up another contact, or none), and a `match` value Mautic's lookup cannot carry.
+ * Queued events are read without it: one queued before is keyed and looked up in the form
+ * Mautic stores (`canonicalReference`).
+ */
+function checkStoredForms(event: EventShape, ctx: z.RefinementCtx): void {
+  const issue = (path: string[], message: string) =>
+    ctx.addIssue({ code: 'custom', path, message });
+  const cleaned =
+    "must be an address as Mautic stores it: cleaning would change it (only ASCII letters, digits and !#$%&'*+-=?^_`{|}~@.[] are kept)";
+  const email = event.entity === 'contacts' ? event.data?.email : undefined;
+  if (typeof email === 'string' && isMauticEmail(email) && cleaningChanges(email)) {
+    issue(['data', 'email'], cleaned);
+  }
+  const match = event.entity === 'contacts' ? contactMatch(event) : undefined;
+  if (match === undefined || Object.keys(event.match ?? {}).length !== 1) return;
+  if (match.field === 'email') {
+    if (isMauticEmail(match.value) && cleaningChanges(match.value)) {
+      issue(['match', 'email'], cleaned);
+    }
+    return;
+  }
+  const problem = lookupProblem(match.value);
+  if (problem !== undefined) issue(['match', match.field], problem);
+}
+
+/**
  * A character an event id may not hold (contract §1.4): a control character (U+0000–U+001F,
  * U+007F–U+009F), an unpaired surrogate, U+FFFE or U+FFFF. The id reaches stores that refuse
  * or alter them: a dead letter's `relay.eventId` attribute (SQS takes only XML 1.0's
@@ -184,7 +213,8 @@ export const eventIdSchema = z
 /** One event as a sender posts it (contract §1, §5). */
 export const relayEventSchema = z
   .strictObject({ ...eventFields, eventId: eventIdSchema.optional() })
-  .superRefine(checkEvent);
+  .superRefine(checkEvent)
+  .superRefine(checkStoredForms);
 export type RelayEvent = z.infer<typeof relayEventSchema>;
 
 /**
@@ -224,12 +254,9 @@ export function contactMatch(event: Pick<QueuedEvent, 'match'>): ContactMatch | 
   return entry && typeof entry[1] === 'string' ? { field: entry[0], value: entry[1] } : undefined;
 }
 
-/**
- * A reference as it is compared: trimmed and lower-cased (Mautic compares emails and fields
- * case-insensitively, and stores emails trimmed).
- */
+/** A reference as it is compared, grouped and looked up: its canonical form (contact-reference.ts). */
 export function matchKey({ field, value }: ContactMatch): string {
-  return `${field} ${value.trim().toLowerCase()}`;
+  return `${field} ${canonicalReference(field, value)}`;
 }
 
 /**
@@ -245,7 +272,7 @@ export function recordKey(
 ): string | undefined {
   if (event.action === 'create') {
     const email = event.entity === 'contacts' ? event.data?.email : undefined;
-    return typeof email === 'string' ? `email ${email.trim().toLowerCase()}` : undefined;
+    return typeof email === 'string' ? matchKey({ field: 'email', value: email }) : undefined;
   }
   const match = contactMatch(event);
   if (match) return matchKey(match);

@@ -122,6 +122,13 @@ export const METRICS = {
     service: 'ingest',
     means: 'An ingest request refused with 503 because its de-duplication table failed.',
   },
+  RecordBacklogRefusals: {
+    unit: 'Count',
+    madeBy: 'logFilter',
+    service: 'ingest',
+    means:
+      'An ingest request refused with 429 record_backlog: a record of it had had MAX_RECORD_EVENTS_PER_MINUTE events accepted in the last minute (a log line with event record_backlog).',
+  },
 } as const satisfies Record<string, MetricSpec>;
 
 export type MetricName = keyof typeof METRICS;

@@ -1,9 +1,8 @@
 /**
  * Every interface core depends on, in one place. Implementations (the Mautic client, the AWS
- * adapters, the local stand-ins, test fakes) import from here; this module imports no
- * implementation, only plain data types.
+ * adapters, the local stand-ins, test fakes) import from here; it imports only data types.
  */
-import type { ContactAction, QueuedEvent } from './events.ts';
+import type { ContactAction } from './events.ts';
 import type { EmittedMetricName, UnitOf } from './metrics.ts';
 import type { ClientSecret, TokenSecret } from './token-secret.ts';
 
@@ -37,10 +36,11 @@ export type ItemResult =
       details?: unknown;
     };
 
-/** Per call: the bearer token and an optional signal (e.g. aborted at the Lambda deadline). */
+/** Per call: the bearer token, an optional signal (the Lambda deadline's) and timeout. */
 export interface CallOptions {
   accessToken: string;
   signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
 }
 
 /** Mautic's batch API as the delivery needs it; `MauticApiClient` implements it. */
@@ -57,9 +57,8 @@ export interface MauticBatchApi {
   ): Promise<ItemResult[]>;
   delete(entity: string, ids: ReadonlyArray<number>, call: CallOptions): Promise<ItemResult[]>;
   /**
-   * The ids of the contacts whose `field` equals each value, exactly (never a look-alike): keyed
-   * by the value trimmed and lower-cased, every value present (an empty list when none matches).
-   * As few calls as Mautic's request-line limit allows.
+   * The ids of the contacts whose `field` equals each value exactly, keyed by the value trimmed
+   * and lower-cased, every value present ([] for none); few calls, as the request line allows.
    */
   findContacts(
     field: string,
@@ -73,9 +72,8 @@ export interface MauticBatchApi {
     call: CallOptions,
   ): Promise<ItemResult[]>;
   /**
-   * One integrator action on one contact, through the endpoint Mautic has for it (contract §5):
-   * `removeFromSegment`, `addToCampaign`, `removeFromCampaign`, `addPoints`, `linkCompany`,
-   * `unlinkCompany`. A refusal about the contact or the target (400, 404) is a rejected result.
+   * One integrator action on one contact, through its endpoint (contract §5): `addPoints` and the
+   * segment, campaign, company ones. A refusal of the contact or target (400, 404) is rejected.
    */
   contactAction(
     action: ContactAction,
@@ -83,7 +81,15 @@ export interface MauticBatchApi {
     fields: ActionFields,
     call: CallOptions,
   ): Promise<ItemResult>;
+  /**
+   * Contacts linked to companies, in one call where Mautic has it (7.x's `batch/addcontacts`),
+   * else one per pair: a result per pair, in order; a refused pair (403, 404) is rejected.
+   */
+  linkCompanies(links: ReadonlyArray<CompanyLink>, call: CallOptions): Promise<ItemResult[]>;
 }
+
+/** A contact to add to a company (`linkCompany`). */
+export type CompanyLink = { contactId: number; companyId: number };
 
 /** The fields an integrator action carries beside its contact (contract §5). */
 export interface ActionFields {
@@ -123,14 +129,14 @@ export interface MauticTokens {
   scope: string | null;
   /** When the grant was answered (epoch ms). */
   obtainedAt: number;
-  /** Mautic's version, from the answer's `Mautic-Version` header, when it sent one. */
-  mauticVersion?: string;
 }
 
 /** Mautic's token endpoint for one credential; `MauticOAuthClient` implements it. */
 export interface TokenGranter {
   clientCredentials(): Promise<MauticTokens>;
   refresh(refreshToken: string): Promise<MauticTokens>;
+  /** The version an API answer to this valid token names (a token answer names none), if any. */
+  mauticVersion?(accessToken: string): Promise<string | undefined>;
 }
 
 // --- tokens ---------------------------------------------------------------------------------
@@ -162,12 +168,7 @@ export interface RefreshReport {
 /** What the refresher answered: never the tokens, only when the stored ones were written. */
 export type RefreshAnswer =
   | { kind: 'busy' }
-  | {
-      kind: 'answered';
-      action: 'none' | 'refreshed' | 'failed';
-      why?: string;
-      stored?: StoredTokens;
-    };
+  | ({ kind: 'answered' } & Omit<RefreshReport, 'grant'>);
 
 /** Runs the token refresher (the single writer of tokens) now and waits for its answer. */
 export interface RefreshRequester {
@@ -212,115 +213,12 @@ export interface TokenVault {
 
 // --- ingest ---------------------------------------------------------------------------------
 
-/** The keys a request may be authenticated with: HMAC keys and API key digests. */
+/** The keys a request may be authenticated with, each list with its keys' stable ids beside. */
 export interface IngestCredentials {
   webhookKeys: ReadonlyArray<Buffer>;
+  webhookIds: ReadonlyArray<string>;
   apiKeyDigests: ReadonlyArray<Buffer>;
-}
-
-// --- queues ---------------------------------------------------------------------------------
-
-/** One queue message: a queued event, serialised, with its FIFO group and deduplication id. */
-export interface OutgoingMessage {
-  eventId: string;
-  body: string;
-  /** The record's message group: the queue hands a group's messages out in order, one at a time. */
-  groupId: string;
-  /** Unique per message of one request: a send SQS is asked to repeat queues it once. */
-  deduplicationId: string;
-  /** What its `queued` outcome says (contract §1.6), read without parsing `body` again. */
-  event?: Pick<QueuedEvent, 'sender' | 'entity' | 'action' | 'receivedAt'>;
-}
-
-/** Where accepted events go; it resolves only when every message is durably queued. */
-export interface EventQueue {
-  /**
-   * Throws a `QueueUnavailableError` when a message could not be queued, once no send is in
-   * flight; `queued` has by then been told of each message the queue took, so that a retry of
-   * the request can send only the rest.
-   */
-  enqueue(
-    messages: ReadonlyArray<OutgoingMessage>,
-    queued?: (message: OutgoingMessage) => void,
-  ): Promise<void>;
-}
-
-/** The parts of a received SQS message that delivery hands on (Lambda's SQSRecord fits). */
-export interface QueuedMessage {
-  messageId: string;
-  receiptHandle: string;
-  body: string;
-  attributes: {
-    ApproximateFirstReceiveTimestamp?: string | undefined;
-    ApproximateReceiveCount?: string | undefined;
-    /** The record's message group (FIFO queue). */
-    MessageGroupId?: string | undefined;
-  };
-  messageAttributes: Record<
-    string,
-    { dataType: string; stringValue?: string | undefined; binaryValue?: string | undefined }
-  >;
-}
-
-/** A message refused for good, and why. */
-export interface DeadLetter {
-  message: QueuedMessage;
-  reason: string;
-  detail: string;
-  status?: number;
-  /** The event's id, entity and action, when the message was a readable event. */
-  eventId?: string;
-  entity?: string;
-  action?: string;
-}
-
-/**
- * The batch function's queues. `until` (epoch ms) bounds a settling call: none starts or lasts
- * past it, and what it did not do counts as failed.
- */
-export interface DeliveryQueues {
-  /** Sends each letter to the dead-letter queue; resolves the message ids that could not be sent. */
-  deadLetter(letters: ReadonlyArray<DeadLetter>, until?: number): Promise<string[]>;
-  /** Hides each message for its `seconds` more; resolves the message ids whose delay failed. */
-  delay(
-    delays: ReadonlyArray<{ message: QueuedMessage; seconds: number }>,
-    until?: number,
-  ): Promise<string[]>;
-  /**
-   * Receives up to `max` more messages of the events queue, 10 per call, until `max` are held,
-   * `until` (epoch ms) has passed, or no message came for `quietMs`; never waits past either.
-   * Resolves what it received (a failed call ends the receiving, it is not an error: the
-   * messages in hand are delivered).
-   */
-  receive(
-    max: number,
-    until: number,
-    quietMs?: number,
-    /** How long to hide what it receives (SQS visibility); the queue's own when absent. */
-    holdSeconds?: number,
-  ): Promise<QueuedMessage[]>;
-  /** Deletes messages this function received itself; resolves the message ids not deleted. */
-  remove(messages: ReadonlyArray<QueuedMessage>, until?: number): Promise<string[]>;
-}
-
-/** A source's payload the ingest could not map (contract §6), kept whole for a redrive. */
-export interface SourceDeadLetter {
-  /** The letter's id, answered as `deadLettered` and shown as its `eventId`. */
-  id: string;
-  source: string;
-  /** The message body: the versioned envelope of the payload (functions/core/source-endpoint.ts). */
-  body: string;
-  reason: 'mapping_failed';
-  /** What failed, and where: the error and the JSON pointer of the first bad field. */
-  detail: string;
-  /** When the ingest received the payload (ISO 8601). */
-  receivedAt: string;
-}
-
-/** Where the ingest keeps what it could not map. */
-export interface SourceDeadLetterQueue {
-  /** Resolves once the letter is durably queued; throws a `QueueUnavailableError` otherwise. */
-  deadLetter(letter: SourceDeadLetter): Promise<void>;
+  apiKeyIds: ReadonlyArray<string>;
 }
 
 // --- observability --------------------------------------------------------------------------

@@ -32,6 +32,11 @@ export interface InCallRetry {
    * `Retry-After`); a later one sends the events back to the queue until then.
    */
   maxInRunWaitMs: number;
+  /**
+   * The furthest a time Mautic names may hold the container's calls (`MAX_DELAY_SECONDS`, the
+   * longest delay after a 429): a reset sent in milliseconds, or a year ahead, is cut to it.
+   */
+  maxNamedPauseMs: number;
 }
 
 export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
@@ -43,6 +48,8 @@ export const IN_CALL_RETRY: Readonly<InCallRetry> = Object.freeze({
   /** Delay after a 429 whose answer carried no `X-RateLimit-Reset`. */
   defaultRateLimitDelayMs: 60_000,
   maxInRunWaitMs: 15_000,
+  /** MAX_DELAY_SECONDS' default (functions/shared/config.ts), which the batch function passes. */
+  maxNamedPauseMs: 3_600_000,
 });
 
 /**
@@ -208,7 +215,9 @@ export function decideRequeue(
   }
   const backoff = retryDelaySeconds(policy, message.receives, options.random());
   let seconds = backoff;
-  if (outcome?.notBefore !== undefined) {
+  // A named time already past (a window that reset, a server's clock behind ours) names no
+  // delay: the backoff's, never none, which would bring the event straight back to Mautic.
+  if (outcome?.notBefore !== undefined && outcome.notBefore > now) {
     // Mautic said when to come back (a rate limit's reset, a Retry-After): then, neither earlier
     // nor later on the exponential schedule (contract §2) — while the receives left still carry
     // the rest of the horizon on the backoff; past that, the backoff's delay if it is longer, so

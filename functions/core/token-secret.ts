@@ -11,7 +11,7 @@ export const tokenSecretSchema = z.object({
   refreshTokenExpiresAt: z.iso.datetime().optional(),
   obtainedWith: z.enum(['client_credentials', 'refresh_token', 'authorization_code']),
   updatedAt: z.iso.datetime(),
-  /** Mautic's version as its token endpoint last said (`Mautic-Version`), for `status`. */
+  /** Mautic's version as an API answer last named it (`Mautic-Version`), for `status`. */
   mauticVersion: z.string().max(64).optional(),
 });
 export type TokenSecret = z.infer<typeof tokenSecretSchema>;

@@ -6,20 +6,25 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbOutcomeStore } from '../adapters/dynamodb-outcome-store.ts';
+import { DynamoDbRecordCounter } from '../adapters/dynamodb-record-counter.ts';
 import { DynamoDbRequestLedger } from '../adapters/dynamodb-request-ledger.ts';
 import { SecretsManagerIngestCredentials } from '../adapters/secrets-manager-ingest-credentials.ts';
 import { SecretsManagerSourceSecrets } from '../adapters/secrets-manager-source-secrets.ts';
 import { SqsEventQueue } from '../adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../adapters/sqs-source-dead-letters.ts';
 import { ConfigError, describeError, SourceConfigError } from '../core/errors.ts';
+import { parseCredentials } from '../core/ingest/webhook-auth.ts';
 import type { Clock, IngestCredentials } from '../core/ports.ts';
 import {
   compileSourcesText,
   ReloadableSourceRegistry,
   StoredSecretSources,
-} from '../core/source-registry.ts';
-import { type CompiledSource, parseSourcesDocument, type SourceRegistry } from '../core/sources.ts';
-import { parseCredentials } from '../core/webhook-auth.ts';
+} from '../core/sources/source-registry.ts';
+import {
+  type CompiledSource,
+  parseSourcesDocument,
+  type SourceRegistry,
+} from '../core/sources/sources.ts';
 import type { IngestConfig } from '../shared/config.ts';
 import { createIngestHandler } from './handler.ts';
 
@@ -29,8 +34,9 @@ export interface IngestEdges {
   /** Needed when the configuration names a webhook secret, or sources, in Secrets Manager. */
   secrets?: SecretsManagerClient;
   /**
-   * DynamoDB's client: needed for the de-duplication table unless DEDUP_WINDOW_SECONDS is 0, and
-   * for the outcome table unless OUTCOME_RETENTION_SECONDS is 0.
+   * DynamoDB's client: needed for the de-duplication table unless DEDUP_WINDOW_SECONDS and
+   * MAX_RECORD_EVENTS_PER_MINUTE are 0, and for the outcome table unless
+   * OUTCOME_RETENTION_SECONDS is 0.
    */
   dynamodb?: DynamoDBClient;
   /**
@@ -54,15 +60,7 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
   const clock = edges.clock ?? Date;
   const credentials = await ingestCredentials(config, edges, clock);
   const stored = await storedSources(config, edges, clock);
-  let ledger: DynamoDbRequestLedger | undefined;
-  if (config.dedupWindowSeconds > 0) {
-    if (!edges.dynamodb || config.dedupTableName === undefined)
-      throw new Error('A DynamoDB client and DEDUP_TABLE_NAME are needed for de-duplication');
-    ledger = new DynamoDbRequestLedger(edges.dynamodb, config.dedupTableName, {
-      windowSeconds: config.dedupWindowSeconds,
-      logger,
-    });
-  }
+  const { ledger, recordCounter } = dedupTable(config, edges);
   const outcomes = outcomeStore(config, edges, clock);
   const sources = stored ?? edges.sources;
   // A payload a source cannot map is kept on the dead-letter queue (contract §6).
@@ -79,9 +77,11 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
       maxEvents: config.maxEvents,
       entities: new Set(config.entities),
       contactMatchFields: new Set(config.contactMatchFields),
+      maxRecordEventsPerMinute: config.maxRecordEventsPerMinute,
     },
     ledger,
     outcomes,
+    recordCounter,
     sources,
     sourceDeadLetters:
       config.deadLetterQueueUrl === undefined
@@ -100,6 +100,34 @@ function outcomeStore(config: Readonly<IngestConfig>, edges: IngestEdges, clock:
   if (!edges.dynamodb) throw new Error('A DynamoDB client is needed for OUTCOME_TABLE_NAME');
   const { tableName, retentionSeconds } = config.outcomes;
   return new DynamoDbOutcomeStore(edges.dynamodb, tableName, { retentionSeconds, clock });
+}
+
+/**
+ * What the ingest keeps in the de-duplication table: the request ledger (unless
+ * DEDUP_WINDOW_SECONDS is 0) and the records' counters (unless MAX_RECORD_EVENTS_PER_MINUTE is).
+ */
+function dedupTable(config: Readonly<IngestConfig>, edges: IngestEdges) {
+  const { dynamodb: client, logger } = edges;
+  const tableName = config.dedupTableName;
+  const needed = config.dedupWindowSeconds > 0 || config.maxRecordEventsPerMinute > 0;
+  if (needed && (!client || tableName === undefined))
+    throw new Error(
+      'A DynamoDB client and DEDUP_TABLE_NAME are needed (DEDUP_WINDOW_SECONDS, MAX_RECORD_EVENTS_PER_MINUTE)',
+    );
+  if (!client || tableName === undefined) return { ledger: undefined, recordCounter: undefined };
+  return {
+    ledger:
+      config.dedupWindowSeconds > 0
+        ? new DynamoDbRequestLedger(client, tableName, {
+            windowSeconds: config.dedupWindowSeconds,
+            logger,
+          })
+        : undefined,
+    recordCounter:
+      config.maxRecordEventsPerMinute > 0
+        ? new DynamoDbRecordCounter(client, tableName, { logger })
+        : undefined,
+  };
 }
 
 async function ingestCredentials(

@@ -4,16 +4,16 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { type Lookup, lookUpEvents } from '../core/event-lookup.ts';
-import { acceptEvents } from '../core/ingest.ts';
+import { type Lookup, lookUpEvents } from '../core/ingest/event-lookup.ts';
+import { acceptEvents } from '../core/ingest/ingest.ts';
 import {
   bodyTooLarge,
   type IngestRequest,
   type IngestResponse,
   refusalResponse,
-} from '../core/ingest-steps.ts';
+} from '../core/ingest/ingest-steps.ts';
 import type { Logger } from '../core/ports.ts';
-import { acceptSource, type SourceIngestDeps } from '../core/source-endpoint.ts';
+import { acceptSource, type SourceIngestDeps } from '../core/sources/source-endpoint.ts';
 
 export interface IngestHandlerDeps extends SourceIngestDeps {
   logger: Logger;
@@ -113,7 +113,10 @@ function respond(
 ): APIGatewayProxyStructuredResultV2 {
   return {
     statusCode: response.status,
-    headers: { 'content-type': 'application/json' },
+    headers: {
+      'content-type': 'application/json',
+      ...('headers' in response ? response.headers : {}),
+    },
     body: JSON.stringify(response.body),
   };
 }

@@ -7,9 +7,9 @@ import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { SecretsManagerTokenVault } from '../adapters/secrets-manager-token-vault.ts';
-import { MauticOAuthClient } from '../core/mautic-oauth.ts';
+import { MauticOAuthClient } from '../core/mautic/mautic-oauth.ts';
 import type { Clock, FetchLike } from '../core/ports.ts';
-import type { RefreshOutcome } from '../core/token-refresh.ts';
+import type { RefreshOutcome } from '../core/tokens/token-refresh.ts';
 import type { RefreshConfig } from '../shared/config.ts';
 import { createRefreshHandler } from './handler.ts';
 
@@ -22,6 +22,8 @@ export interface RefreshEdges {
   clock?: Clock;
   /** The command that authorizes this relay again, as its log names it (the local stack's). */
   authorizeCommand?: string;
+  /** What to do about a credential Mautic refuses, as its log says it (the local stack's). */
+  credentialsFix?: string;
 }
 
 /**
@@ -41,6 +43,7 @@ export function buildRefreshHandler(config: Readonly<RefreshConfig>, edges: Refr
     refreshAheadSeconds: config.refreshAheadSeconds,
     refreshTokenLifetimeSeconds: config.refreshTokenLifetimeSeconds,
     authorizeCommand: edges.authorizeCommand,
+    credentialsFix: edges.credentialsFix,
     sleep: (ms) => sleep(ms),
     // Tokens that could not be stored, kept for the life of the container.
     unsaved: { value: undefined },

@@ -3,7 +3,7 @@ import {
   type RefreshOutcome,
   type RefreshRequest,
   refreshTokens,
-} from '../core/token-refresh.ts';
+} from '../core/tokens/token-refresh.ts';
 
 export type RefreshHandler = (
   event: unknown,
@@ -19,7 +19,7 @@ export type RefreshHandler = (
  * It answers the outcome and when the stored tokens were written and expire, never the tokens.
  * Where the environment reserves concurrency (`reservedConcurrency`), one run at a time; where it
  * does not, runs may overlap and race on the single-use refresh token, and the compare-and-swap
- * writes keep the rotated one (functions/core/token-refresh.ts; test/refresh/race.test.ts).
+ * writes keep the rotated one (functions/core/tokens/token-refresh.ts; test/refresh/race.test.ts).
  */
 export function createRefreshHandler(deps: RefreshDeps): RefreshHandler {
   return (event, context) =>

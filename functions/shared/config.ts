@@ -37,6 +37,7 @@ export const ENV = {
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
   OUTCOME_RETENTION_SECONDS: 'OUTCOME_RETENTION_SECONDS',
   OUTCOME_TABLE_NAME: 'OUTCOME_TABLE_NAME',
+  MAX_RECORD_EVENTS_PER_MINUTE: 'MAX_RECORD_EVENTS_PER_MINUTE',
 } as const;
 
 /**
@@ -46,10 +47,10 @@ export const ENV = {
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
   /**
-   * How long the batch function gathers events from the queue before it delivers them: the
-   * event source hands it at most 10 from the FIFO queue, it receives the rest itself.
+   * After a full hand (the event source hands at most 10 from the FIFO queue), how long the batch
+   * function may gather the rest of a burst still arriving; a quiet second ends it sooner.
    */
-  batchWindowSeconds: 1,
+  batchWindowSeconds: 5,
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
@@ -69,6 +70,8 @@ export const DEFAULTS = Object.freeze({
   retryHorizonSeconds: 86_400,
   /** How long each event's outcome is kept (contract §1.6): three days. */
   outcomeRetentionSeconds: 259_200,
+  /** Contract §2: ten a second for one record, far more than one contact's changes need. */
+  maxRecordEventsPerMinute: 600,
 });
 
 /**
@@ -78,11 +81,9 @@ export const DEFAULTS = Object.freeze({
  * `entity` cannot name. `focus` and `tweets` come with Mautic's bundled plugins.
  */
 export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
-  (
-    'contacts companies segments notes devices tags assets campaigns categories messages ' +
-    'dynamiccontents emails forms notifications pages points reports smses stages users roles ' +
-    'hooks focus tweets'
-  ).split(' '),
+  `contacts companies segments notes devices tags assets campaigns categories messages
+  dynamiccontents emails forms notifications pages points reports smses stages users roles
+  hooks focus tweets`.split(/\s+/),
 );
 
 /** The longest window accepted: 30 days. */
@@ -129,8 +130,8 @@ const batchSchema = z.object({
   [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
   [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
   [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-  // Unset: a Mautic call may take the invocation's time less its deadline margin (a slow Mautic
-  // takes many seconds for 200 contacts; a fixed 10 s would retry, or doubt, calls that worked).
+  // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
+  // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
   [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
   [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
   // 12 hours is the longest visibility timeout SQS accepts.
@@ -156,7 +157,7 @@ export interface BatchConfig {
   /** How long to gather events before delivering them (the invocation's own receives). */
   batchWindowSeconds: number;
   deliveryConcurrency: number;
-  /** Per Mautic call; unset, calls are bounded by the invocation's deadline only. */
+  /** The longest a Mautic call may take; unset, its own timeout follows Mautic's pace only. */
   mauticTimeoutMs: number | undefined;
   tokenCacheSeconds: number;
   maxDelaySeconds: number;
@@ -246,6 +247,14 @@ export const contactMatchFieldList = commaList
 /** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
 export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
 
+/** `MAX_RECORD_EVENTS_PER_MINUTE`: 0 turns the bound off. */
+export const MAX_RECORD_EVENTS_PER_MINUTE = 1_000_000;
+export const recordEventsPerMinute = integer(
+  0,
+  MAX_RECORD_EVENTS_PER_MINUTE,
+  DEFAULTS.maxRecordEventsPerMinute,
+);
+
 const ingestSchema = z
   .object({
     [ENV.EVENTS_QUEUE_URL]: required,
@@ -259,6 +268,7 @@ const ingestSchema = z
     [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
     [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
     [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
     [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
     [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
     [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
@@ -272,10 +282,15 @@ const ingestSchema = z
     path: [ENV.SOURCES_SECRET_PREFIX],
     message: 'is required with SOURCES_DOCUMENT',
   })
-  .refine((env) => env.DEDUP_WINDOW_SECONDS === 0 || env.DEDUP_TABLE_NAME !== undefined, {
-    path: [ENV.DEDUP_TABLE_NAME],
-    message: 'is required unless DEDUP_WINDOW_SECONDS is 0',
-  })
+  .refine(
+    (env) =>
+      (env.DEDUP_WINDOW_SECONDS === 0 && env.MAX_RECORD_EVENTS_PER_MINUTE === 0) ||
+      env.DEDUP_TABLE_NAME !== undefined,
+    {
+      path: [ENV.DEDUP_TABLE_NAME],
+      message: 'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
+    },
+  )
   .refine(
     (env) =>
       env.WEBHOOK_SECRET_ID !== undefined ||
@@ -300,6 +315,8 @@ export interface IngestConfig {
   /** 0: de-duplication is off. */
   dedupWindowSeconds: number;
   dedupTableName: string | undefined;
+  /** The most events a record may have accepted in a minute (contract §2); 0: no bound. */
+  maxRecordEventsPerMinute: number;
   /**
    * The cloud's sources (contract §6): the document as JSON text, without secrets, and the prefix
    * of each source's secret name in Secrets Manager. Undefined: none (or, locally, the local
@@ -328,6 +345,7 @@ export function loadIngestConfig(
     contactMatchFields: values.CONTACT_MATCH_FIELDS,
     dedupWindowSeconds: values.DEDUP_WINDOW_SECONDS,
     dedupTableName: values.DEDUP_TABLE_NAME,
+    maxRecordEventsPerMinute: values.MAX_RECORD_EVENTS_PER_MINUTE,
     sources:
       values.SOURCES_DOCUMENT === undefined
         ? undefined
@@ -370,31 +388,4 @@ export function loadRefreshConfig(
     refreshTokenLifetimeSeconds: values.REFRESH_TOKEN_LIFETIME_SECONDS,
     mauticTimeoutMs: values.MAUTIC_TIMEOUT_MS,
   });
-}
-
-/**
- * The Secrets Manager names of one environment's secrets, shared by the stack and the operator
- * commands: the Mautic credential, the tokens, the ingest's webhook secrets and API keys, and the
- * prefix of each source's secret (`sourceSecretName`).
- */
-export function secretNames(
-  environment: string,
-): Record<'client' | 'token' | 'webhook' | 'sourcePrefix', string> {
-  if (!/^[a-z][a-z0-9-]{0,31}$/.test(environment)) {
-    throw new ConfigError(
-      'The environment name must be lower-case letters, digits and dashes, starting with a letter',
-    );
-  }
-  const prefix = `MauticRelay/${environment}`;
-  return {
-    client: `${prefix}/client`,
-    token: `${prefix}/token`,
-    webhook: `${prefix}/webhook`,
-    sourcePrefix: `${prefix}/sources/`,
-  };
-}
-
-/** The secret of one source (contract §6) of an environment: `MauticRelay/<env>/sources/<name>`. */
-export function sourceSecretName(environment: string, source: string): string {
-  return `${secretNames(environment).sourcePrefix}${source}`;
 }

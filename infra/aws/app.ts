@@ -9,10 +9,7 @@ import { acknowledgeFindings } from './nag.ts';
 import { RelayStack } from './relay-stack.ts';
 
 const app = new App();
-const settings = environmentSettings(
-  app.node.tryGetContext('env'),
-  app.node.tryGetContext('environments'),
-);
+const settings = settingsOrExit(app);
 const stack = new RelayStack(app, `MauticRelay-${settings.name}`, {
   settings,
   description: `Mautic batch relay, ${settings.name} environment`,
@@ -20,3 +17,16 @@ const stack = new RelayStack(app, `MauticRelay-${settings.name}`, {
 acknowledgeFindings(stack);
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 app.synth();
+
+/**
+ * The chosen environment's settings; a mistake in cdk.json (or in `-c env=…`) is printed as the
+ * sentence that names it, without a Node stack trace around it, and the synth stops (exit 1).
+ */
+function settingsOrExit(of: App): ReturnType<typeof environmentSettings> {
+  try {
+    return environmentSettings(of.node.tryGetContext('env'), of.node.tryGetContext('environments'));
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  }
+}

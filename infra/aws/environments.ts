@@ -11,13 +11,17 @@ import {
   compileSources,
   parseSourcesDocument,
   type SourceDefinition,
-} from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/sources.ts';
 import {
   type FreshnessPolicy,
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
-} from '../../functions/core/token-freshness.ts';
-import { DEFAULTS, MAX_DEDUP_WINDOW_SECONDS } from '../../functions/shared/config.ts';
+} from '../../functions/core/tokens/token-freshness.ts';
+import {
+  DEFAULTS,
+  MAX_DEDUP_WINDOW_SECONDS,
+  MAX_RECORD_EVENTS_PER_MINUTE,
+} from '../../functions/shared/config.ts';
 
 /** The log retentions CloudWatch offers, by days, as far as the relay offers them. */
 const LOG_RETENTION: Readonly<Record<number, logs.RetentionDays>> = {
@@ -152,6 +156,11 @@ const settingsSchema = z.strictObject({
    */
   outcomeRetentionSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
   /**
+   * The most events one record may have accepted in a minute (`MAX_RECORD_EVENTS_PER_MINUTE`,
+   * contract §2); 0 turns the bound off.
+   */
+  maxRecordEventsPerMinute: z.number().int().min(0).max(MAX_RECORD_EVENTS_PER_MINUTE),
+  /**
    * The sources (contract §6): what a sources document holds under `"sources"`, without secrets
    * (each source's secret is in Secrets Manager, set with `sources set-secret`). `{}`: none.
    */
@@ -232,7 +241,7 @@ export function refreshPolicy(settings: Pick<RelaySettings, 'refreshSchedule'>):
 /**
  * What `cdk synth` warns of when the refresher, with this token lifetime and schedule, would
  * write the token secret more often than AWS's one PutSecretValue per secret every 10 minutes:
- * it renews tokens before they lapse all the same (functions/core/token-freshness.ts). Nothing
+ * it renews tokens before they lapse all the same (functions/core/tokens/token-freshness.ts). Nothing
  * when it keeps to it.
  */
 export function secretWriteWarning(

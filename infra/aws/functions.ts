@@ -6,7 +6,8 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { metricsNamespace } from '../../functions/core/metrics.ts';
 import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
-import { ENV, secretNames } from '../../functions/shared/config.ts';
+import { ENV } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import { type RelaySettings, refreshPolicy, secretWriteWarning } from './environments.ts';
 import { RelayFunction, type RelayFunctionProps } from './relay-function.ts';
 import type { RelayQueues, RelaySecrets } from './storage.ts';
@@ -65,7 +66,7 @@ function refreshFunction(
     serviceName: 'refresh',
     timeout: Duration.seconds(30),
     // One run at a time where the account allows a reservation; without one, runs that race
-    // are kept apart by the compare-and-swap writes (functions/core/token-refresh.ts).
+    // are kept apart by the compare-and-swap writes (functions/core/tokens/token-refresh.ts).
     ...(settings.reservedConcurrency ? { reservedConcurrentExecutions: 1 } : {}),
   });
   refresh.useSecret(ENV.CLIENT_SECRET_ID, secrets.client);
@@ -81,7 +82,7 @@ function refreshFunction(
       new targets.LambdaFunction(refresh.function, {
         retryAttempts: 0,
         // Its period: a run leaves tokens written under 10 minutes ago to the next one, while
-        // they outlast it (functions/core/token-freshness.ts).
+        // they outlast it (functions/core/tokens/token-freshness.ts).
         event: events.RuleTargetInput.fromObject({
           scheduleSeconds: refreshPolicy(settings).scheduleSeconds,
         }),
@@ -189,6 +190,7 @@ function ingestFunction(
       [ENV.EVENTS_QUEUE_URL]: queues.events.queueUrl,
       [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
       [ENV.DEDUP_WINDOW_SECONDS]: String(settings.dedupWindowSeconds),
+      [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: String(settings.maxRecordEventsPerMinute),
       ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
       [ENV.CONTACT_MATCH_FIELDS]: settings.contactMatchFields.join(','),
       ...outcomeEnvironment(settings, outcomeTable),
@@ -202,8 +204,8 @@ function ingestFunction(
     },
   });
   // What Powertools idempotency does: claim (conditional put), read a claim it lost (get),
-  // save the answer (update), free the id after a failure (delete); and the ledger's progress of
-  // a partial 503 (put, get). Nothing else.
+  // save the answer (update), free the id after a failure (delete); the ledger's progress of a
+  // partial 503 (put, get); the records' counters (update, get). Nothing else.
   allow(
     ingest,
     ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],

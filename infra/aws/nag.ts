@@ -1,11 +1,18 @@
 import { type Stack, Validations } from 'aws-cdk-lib';
+import type { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IConstruct } from 'constructs';
 
 /**
  * The cdk-nag (AwsSolutions) findings we accept, each on its own construct with the reason it
  * does not apply here. Anything else cdk-nag finds fails the synth and the infra tests.
  */
-const FINDINGS: Array<{ path: string; id: string; reason: string }> = [
+const FINDINGS: Array<{
+  path: string;
+  id: string;
+  reason: string;
+  /** Where the finding may not arise: acknowledged only where it does. */
+  applies?: (construct: IConstruct) => boolean;
+}> = [
   {
     path: 'ClientSecret',
     id: 'AwsSolutions::AwsSolutions-SMG4',
@@ -28,7 +35,9 @@ const FINDINGS: Array<{ path: string; id: string; reason: string }> = [
     path: 'DedupTable',
     id: 'AwsSolutions::AwsSolutions-DDB3',
     reason:
-      'The table holds only request ids the ingest accepted within the de-duplication window (a day by default), each expiring by TTL; a restore to an earlier point would bring back nothing of use, and losing them costs at most a duplicate delivery of a retried request.',
+      'Point-in-time recovery is on where the environment keeps its data (retainData, as prod does); not here. The table holds the request ids the ingest accepted within the de-duplication window (a day by default) and the addPoints ledger, each key kept 42 days by TTL. Losing it loses no event, but a request retried within the window may be queued twice, and an addPoints event redriven later may add its points twice: accepted for an environment whose data is not kept.',
+    applies: (table) =>
+      (table.node.defaultChild as CfnTable).pointInTimeRecoverySpecification === undefined,
   },
   {
     path: 'OutcomeTable',
@@ -63,10 +72,11 @@ const FINDINGS: Array<{ path: string; id: string; reason: string }> = [
 ];
 
 export function acknowledgeFindings(stack: Stack): void {
-  for (const { path, id, reason } of FINDINGS) {
+  for (const { path, id, reason, applies } of FINDINGS) {
     const construct = path
       .split('/')
       .reduce<IConstruct>((parent, child) => parent.node.findChild(child), stack);
-    Validations.of(construct).acknowledge({ id, reason });
+    if (applies === undefined || applies(construct))
+      Validations.of(construct).acknowledge({ id, reason });
   }
 }

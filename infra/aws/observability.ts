@@ -14,7 +14,7 @@ import {
   metricsNamespace,
   type UnitOf,
 } from '../../functions/core/metrics.ts';
-import { fewestSecondsLeftOnSchedule } from '../../functions/core/token-freshness.ts';
+import { fewestSecondsLeftOnSchedule } from '../../functions/core/tokens/token-freshness.ts';
 import { DEDUP_STORE_FAILED_EVENT } from '../../functions/shared/config.ts';
 import { type RelaySettings, refreshPolicy } from './environments.ts';
 import type { RelayFunctions } from './functions.ts';
@@ -49,6 +49,13 @@ const REFRESH_TOKEN_ALARM: Threshold<'RefreshTokenSecondsLeft'> = {
   value: 2 * 86_400,
 };
 
+/**
+ * The ingest's 5xx answers page as a share of its requests, and only when there are several in
+ * a row of periods: a single 5xx is no outage, and anyone can cause a few (a body of 6 to 10 MB
+ * passes API Gateway and fails Lambda's 6 MB invoke), which must not page on-call.
+ */
+export const INGEST_5XX_ALARM = { percent: 5, atLeast: 5, periods: 2 } as const;
+
 /** The catalog's units as CloudWatch's, and as a dashboard title shows them. */
 const UNITS: Readonly<Record<MetricUnit, { cloudwatch: cloudwatch.Unit; label: string }>> = {
   Count: { cloudwatch: cloudwatch.Unit.COUNT, label: 'count' },
@@ -65,6 +72,7 @@ const LOG_EVENTS: Readonly<Record<LogFilterMetricName, { event: string; value: s
   DedupStoreErrors: { event: DEDUP_STORE_FAILED_EVENT, value: '1' },
   MauticCallsFailed: { event: 'mautic_call_failed', value: '1' },
   DeadLetterSendsFailed: { event: 'dead_letter_failed', value: '$.count' },
+  RecordBacklogRefusals: { event: 'record_backlog', value: '1' },
 };
 
 /**
@@ -160,7 +168,7 @@ function queueAndFunctionAlarms(alarm: AlarmOn, settings: RelaySettings, watched
   );
   alarm(
     'OldestEventAlarm',
-    'Events wait too long in the queue without being delivered: is the batch function running, or failing? (Events being retried are watched by RetriedEventAgeAlarm.)',
+    'Events wait too long in the queue without being delivered, as SQS reports it: is the batch function running, or failing? Events being retried may count here too; RetriedEventAgeAlarm watches them.',
     above(
       queues.events.metricApproximateAgeOfOldestMessage({
         period: FIVE_MINUTES,
@@ -245,10 +253,27 @@ function ingestAlarms(alarm: AlarmOn, logMetric: LogMetric, watched: Watched) {
     'The ingest could not use its de-duplication table: requests whose id could not be claimed were refused with 503 (senders retry); see the ingest log group (event dedup_store_failed).',
     above(logMetric('DedupStoreErrors')),
   );
+  const { percent, atLeast, periods } = INGEST_5XX_ALARM;
   alarm(
     'Ingest5xxAlarm',
-    'The ingest endpoint answered 5xx: senders are retrying; see the ingest log group.',
-    above(watched.api.metricServerError({ period: FIVE_MINUTES, statistic: 'Sum' })),
+    `More than ${percent} % of the ingest endpoint's answers were 5xx (and at least ${atLeast}) in each of ${periods} periods of 5 minutes: senders are retrying; see the ingest log group.`,
+    {
+      metric: new cloudwatch.MathExpression({
+        // Errors never outnumber requests: at least `atLeast` errors means requests > 0.
+        expression: `IF(FILL(errors, 0) >= ${atLeast}, 100 * FILL(errors, 0) / requests, 0)`,
+        usingMetrics: {
+          errors: watched.api.metricServerError({ period: FIVE_MINUTES, statistic: 'Sum' }),
+          requests: watched.api.metricCount({ period: FIVE_MINUTES, statistic: 'Sum' }),
+        },
+        period: FIVE_MINUTES,
+        label: '5xx answers, % of requests',
+      }),
+      threshold: percent,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: periods,
+      datapointsToAlarm: periods,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    },
   );
 }
 
@@ -270,6 +295,8 @@ function dashboard(
       [
         graph('Events in', [
           as('queued', queues.events.metricNumberOfMessagesSent({ period, statistic: 'Sum' })),
+          // Requests, not events: each refused whole because one record is past its bound.
+          as('requests refused: record_backlog', logMetric('RecordBacklogRefusals')),
         ]),
         graph('Delivered, rejected, retried', [
           as('delivered', relayMetric('EventsDelivered', 'Sum')),
@@ -298,7 +325,7 @@ function dashboard(
         ]),
         graph('Oldest event (s)', [
           as(
-            'waiting (SQS: not after 3 receives)',
+            'oldest in the queue (as SQS reports it)',
             queues.events.metricApproximateAgeOfOldestMessage({ period }),
           ),
           as('sent back, since its first receive', relayMetric('OldestRetriedEventAge', 'Maximum')),

@@ -3,7 +3,7 @@ import type * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import { ingestApi } from './api.ts';
 import type { RelaySettings } from './environments.ts';
 import { relayFunctions } from './functions.ts';
@@ -53,7 +53,7 @@ export class RelayStack extends Stack {
       dataPolicy,
       settings.sources.map((source) => source.name),
     );
-    this.dedupTable = dedupTable(this, dataPolicy);
+    this.dedupTable = dedupTable(this, dataPolicy, settings.retainData);
     this.outcomeTable = outcomeTable(this, dataPolicy);
     const functions = relayFunctions(this, settings, {
       queues,

@@ -4,7 +4,7 @@ import type { LogFilterMetricName, MetricName } from '../../functions/core/metri
 import type { RelaySettings } from './environments.ts';
 
 /**
- * The alarms that see a stuck queue from the batch function (issue 26), and what every alarm of
+ * The alarms that see a stuck queue from the batch function, and what every alarm of
  * observability.ts is made with.
  */
 

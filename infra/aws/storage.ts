@@ -4,12 +4,8 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { OUTCOME_TABLE } from '../../functions/core/outcome-records.ts';
 import { queueRetentionSeconds, type RetryPolicy } from '../../functions/core/retry-policy.ts';
-import {
-  DEDUP_TABLE_KEY,
-  DEDUP_TTL_ATTRIBUTE,
-  secretNames,
-  sourceSecretName,
-} from '../../functions/shared/config.ts';
+import { DEDUP_TABLE_KEY, DEDUP_TTL_ATTRIBUTE } from '../../functions/shared/config.ts';
+import { secretNames, sourceSecretName } from '../../functions/shared/secret-names.ts';
 import type { RelaySettings } from './environments.ts';
 
 /*
@@ -35,7 +31,7 @@ export interface RelayQueues {
 /**
  * SQS's largest message, stated rather than left to the default (256 KiB before August 2025):
  * the ingest queues events of up to 1 MiB less room for attributes (`MAX_MESSAGE_BYTES` in
- * functions/core/ingest-steps.ts), and the batch function's dead letters carry them whole.
+ * functions/core/ingest/queue-messages.ts), and the batch function's dead letters carry them whole.
  */
 export const MAX_MESSAGE_SIZE_BYTES = 1_048_576;
 
@@ -169,14 +165,27 @@ function sourceSecret(
  * Request ids the ingest has accepted (contract §1, Idempotency), and the batch function's action
  * ledger (contract §2, `addPoints` at most once): records that DynamoDB's TTL sweeps away; on
  * demand, since traffic is bursty. Made whatever the de-duplication window: the ledger needs it.
+ * Where the environment keeps its data (`keep`, retainData), it has point-in-time recovery and
+ * deletion protection: losing the ledger (42 days of it) lets a redriven `addPoints` add its
+ * points twice.
  */
-export function dedupTable(stack: Stack, removalPolicy: RemovalPolicy): dynamodb.Table {
+export function dedupTable(
+  stack: Stack,
+  removalPolicy: RemovalPolicy,
+  keep: boolean,
+): dynamodb.Table {
   return new dynamodb.Table(stack, 'DedupTable', {
     partitionKey: { name: DEDUP_TABLE_KEY, type: dynamodb.AttributeType.STRING },
     billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
     timeToLiveAttribute: DEDUP_TTL_ATTRIBUTE,
     encryption: dynamodb.TableEncryption.AWS_MANAGED,
     removalPolicy,
+    ...(keep
+      ? {
+          pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+          deletionProtection: true,
+        }
+      : {}),
   });
 }
 

@@ -11,29 +11,61 @@ import { join } from 'node:path';
  */
 export const EXIT = { ok: 0, failed: 1, usage: 2, setup: 3 } as const;
 
+/** A mistake the operator can fix; the bin prints its message without a stack. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
 /** Something to fix in the environment the command runs in; the message names the setting. */
 export class SetupError extends Error {
   override name = 'SetupError';
+}
+
+/** Runs AWS calls; an error the operator can fix becomes a SetupError naming the setting. */
+export async function awsCall<T>(
+  environment: string,
+  io: { env: Readonly<Record<string, string | undefined>> },
+  call: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    const explained = explainAwsError(error, {
+      environment,
+      local: environment === 'local',
+      env: io.env,
+    });
+    if (explained) throw new SetupError(explained);
+    throw error;
+  }
+}
+
+/** Where the failed call was made: the command's target and its environment. */
+interface CallSite {
+  environment: string;
+  local: boolean;
+  /** The command's environment: AWS_PROFILE, and where the AWS config files are. */
+  env: Readonly<Record<string, string | undefined>>;
 }
 
 /**
  * An AWS SDK error as a sentence that names what to set or fix, or undefined when it is not
  * one the operator can fix from here. Never quotes a request (which could hold a secret).
  */
-export function explainAwsError(
-  error: unknown,
-  where: {
-    environment: string;
-    local: boolean;
-    /** The command's environment: AWS_PROFILE, and where the AWS config files are. */
-    env: Readonly<Record<string, string | undefined>>;
-  },
-): string | undefined {
+export function explainAwsError(error: unknown, where: CallSite): string | undefined {
   if (!(error instanceof Error)) return undefined;
-  const name = error.name;
-  const message = error.message;
+  return (
+    noAnswer(error, where) ?? environmentProblem(error, where) ?? resourceProblem(error, where)
+  );
+}
+
+/** A call that got no answer: the local stack is gone, or AWS cannot be reached. */
+function noAnswer(error: Error, where: CallSite): string | undefined {
   const code = (error as { code?: string }).code;
-  if (where.local && (code === 'ECONNREFUSED' || /ECONNREFUSED|socket hang up/.test(message))) {
+  if (
+    where.local &&
+    (code === 'ECONNREFUSED' || /ECONNREFUSED|socket hang up/.test(error.message))
+  ) {
     return 'The local stack does not answer: is "npm start" still running? Start it again.';
   }
   const unreachable = unreachableHost(error);
@@ -42,6 +74,12 @@ export function explainAwsError(
   if (unreachable !== undefined) {
     return `AWS cannot be reached from here (${unreachable}): check the network connection, a proxy (HTTPS_PROXY), and AWS_REGION${where.env.AWS_ENDPOINT_URL === undefined ? '' : ' and AWS_ENDPOINT_URL'}.`;
   }
+  return undefined;
+}
+
+/** What the AWS environment lacks: a profile, a region, credentials that AWS accepts. */
+function environmentProblem(error: Error, where: CallSite): string | undefined {
+  const { name, message } = error;
   const profile = where.env.AWS_PROFILE;
   const needsProfile =
     /Region is missing/i.test(message) ||
@@ -71,8 +109,14 @@ export function explainAwsError(
   ) {
     return 'AWS does not accept these credentials: check AWS_PROFILE or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.';
   }
+  return undefined;
+}
+
+/** What the relay's stack lacks: the stack itself, a permission, a queue, a secret. */
+function resourceProblem(error: Error, where: CallSite): string | undefined {
+  const { name, message } = error;
   if (name === 'ValidationError' && /does not exist/.test(message)) {
-    return `No stack MauticRelay-${where.environment} in this region: check --env and AWS_REGION (or AWS_PROFILE), or deploy it with "npx cdk deploy -c env=${where.environment}".`;
+    return `No stack MauticRelay-${where.environment} in this region (the one cdk.json binds the environment to; outside the project, AWS_REGION or AWS_PROFILE's): check --env, or deploy it with "npx cdk deploy -c env=${where.environment}".`;
   }
   if (/AccessDenied|UnauthorizedOperation|NotAuthorized/.test(name)) {
     const action = message.match(/perform: ([\w:-]+)/)?.[1];

@@ -6,16 +6,17 @@
 import { type AttributeValue, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { fromItem } from '../../functions/adapters/dynamodb-outcome-store.ts';
 import { CONTACT_ACTIONS, ENTITY_PATTERN } from '../../functions/core/events.ts';
+import { currentOutcomes, outcomeAnswer } from '../../functions/core/ingest/outcome-view.ts';
 import {
   OUTCOME_STATUSES,
   OUTCOME_TABLE,
   type OutcomeRecord,
   type OutcomeStatus,
 } from '../../functions/core/outcome-records.ts';
-import { currentOutcomes, outcomeAnswer } from '../../functions/core/outcome-view.ts';
-import { parseSince } from './dead-letters.ts';
-import { EXIT, SetupError } from './errors.ts';
-import { UsageError } from './operator-commands.ts';
+import type { Command, Values } from './command.ts';
+import { parseSince } from './dead-letter-filters.ts';
+import { EXIT, SetupError, UsageError } from './errors.ts';
+import { withTarget } from './options.ts';
 import type { Target } from './target.ts';
 
 /** Most ids one `events show` takes, as a sender's `?ids=` does. */
@@ -30,8 +31,9 @@ const SCAN_PAGE_ITEMS = 1_000;
 
 const ACTIONS = ['create', 'edit', 'delete', ...Object.keys(CONTACT_ACTIONS)];
 
-/** The command's spec, as `npx mautic-relay events --help` shows it. */
-export const EVENTS_COMMAND = {
+/** `events show ID…` and `events list`, as `npx mautic-relay events --help` shows it. */
+export const eventsCommand: Command = {
+  name: 'events',
   usage:
     'events (show ID… | list [--status S] [--entity E] [--action A] [--since T] [--limit N]) (--env NAME | --local) [--json]',
   summary: "what became of events: each one's outcome, by id or by filter",
@@ -67,9 +69,11 @@ payload its filter ignored by <source>:<idempotency key>.
     limit: { type: 'string' },
   },
   positionals: 1 + MAX_SHOW_IDS,
-} as const;
-
-type Values = Record<string, string | boolean | string[] | undefined>;
+  run: (values, positionals, io) => {
+    const query = parseEventsCommand(values, positionals, io.now());
+    return withTarget(values, io, (target) => runEvents(target, query, values.json === true, io));
+  },
+};
 
 interface ListFilters {
   status?: OutcomeStatus | undefined;
@@ -81,14 +85,10 @@ interface ListFilters {
 }
 
 /** What `events` was asked, checked before anything is read. */
-export type EventsQuery = { kind: 'show'; ids: string[] } | { kind: 'list'; filters: ListFilters };
+type EventsQuery = { kind: 'show'; ids: string[] } | { kind: 'list'; filters: ListFilters };
 
 /** Checks the command line: a `UsageError` naming what to fix, or the query. */
-export function parseEventsCommand(
-  values: Values,
-  positionals: string[],
-  now: number,
-): EventsQuery {
+function parseEventsCommand(values: Values, positionals: string[], now: number): EventsQuery {
   const [what, ...ids] = positionals;
   const text = (name: string) => (typeof values[name] === 'string' ? values[name] : undefined);
   const filtersGiven = ['status', 'entity', 'action', 'since', 'limit'].filter(
@@ -133,7 +133,7 @@ interface Io {
 }
 
 /** Runs a checked query on its target; resolves the exit code. */
-export async function runEvents(
+async function runEvents(
   target: Target,
   query: EventsQuery,
   json: boolean,

@@ -29,6 +29,8 @@ const endpointsSchema = z.looseObject({
   secretsEndpoint: z.string(),
   tokenSecretId: z.string(),
   clientSecretId: z.string().optional(),
+  /** The Mautic the local stack delivers to (its embedded simulator's, or MAUTIC_BASE_URL). */
+  mauticUrl: z.string().optional(),
   /** The local stack's control endpoint (`POST /refresh` runs the refresher now). */
   controlUrl: z.string().optional(),
   /** Absent in files written before the senders commands: the local stack's fixed name. */

@@ -6,7 +6,16 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runCli } from './cli.ts';
-import { UsageError } from './operator-commands.ts';
+import { UsageError } from './errors.ts';
+
+// A reader that stops early (`… | head`) closes the pipe: what is left to print has nowhere to
+// go, which is no failure of the command. Any other write error is.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(process.exitCode ?? 0);
+  });
+}
 
 let interrupted = false;
 process.on('SIGINT', () => {

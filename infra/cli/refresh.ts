@@ -1,14 +1,51 @@
-import { type CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import * as z from 'zod';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { SetupError } from './errors.ts';
-import { endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
+import type { Command } from './command.ts';
+import { clientConfig } from './environment-region.ts';
+import { awsCall, EXIT, SetupError, UsageError } from './errors.ts';
+import { endpointsDir, endpointsPathIn, readLocalEndpoints } from './local-endpoints.ts';
+import { checkEnvironment, TARGET_HELP, targetOptions } from './options.ts';
+
+export const refreshCommand: Command = {
+  name: 'refresh',
+  usage: 'refresh (--env NAME | --local) [--json]',
+  summary: 'run the token refresher now and wait for its result',
+  details: `Asks the environment's token refresher for a refresh now (a synchronous invoke of the
+stack's refresher, or the running "npm start"'s), waits for it and prints the result: whether it
+refreshed and how long the access token is good for (never a token). Exits 1 if it failed.
+${TARGET_HELP}`,
+  options: targetOptions,
+  positionals: 0,
+  run: async (values, _, io) => {
+    if (values.env !== undefined && values.local)
+      throw new UsageError('Give --env NAME or --local, not both');
+    if (values.env === undefined && !values.local)
+      throw new UsageError('Which relay? Give --env NAME or --local');
+    const result = values.local
+      ? await refreshLocal(endpointsDir(io.env), fetch)
+      : await awsCall(checkEnvironment(values.env), io, () =>
+          refreshEnvironment(checkEnvironment(values.env), {
+            cloudFormation: new CloudFormationClient(clientConfig(String(values.env))),
+            lambda: new LambdaClient(clientConfig(String(values.env))),
+          }),
+        );
+    const ok = printRefresh(result, {
+      json: values.json === true,
+      now: io.now(),
+      print: io.stdout,
+      relay: values.local ? { local: true } : { env: String(values.env) },
+    });
+    return ok ? EXIT.ok : EXIT.failed;
+  },
+};
 
 /** The refresher's answer, as much of it as the command reports (never a token). */
 const outcomeSchema = z.object({
   action: z.enum(['none', 'refreshed', 'failed']),
   why: z.string().optional(),
+  detail: z.string().optional(),
   grant: z.string().optional(),
   stored: z.object({ updatedAt: z.string(), accessTokenExpiresAt: z.string() }).optional(),
 });
@@ -62,7 +99,7 @@ export async function refreshEnvironment(
 }
 
 /** `refresh --local`: asks the running `npm start` through its control endpoint. */
-export async function refreshLocal(dir: string, fetch: FetchLike): Promise<RefreshResult> {
+async function refreshLocal(dir: string, fetch: FetchLike): Promise<RefreshResult> {
   const endpoints = readLocalEndpoints(endpointsPathIn(dir));
   if (endpoints?.controlUrl === undefined) {
     throw new SetupError(
@@ -82,14 +119,60 @@ export async function refreshLocal(dir: string, fetch: FetchLike): Promise<Refre
   return parseOutcome(text);
 }
 
-/**
- * Prints the result; false when the refresh failed (the command then exits non-zero).
- * `authorize` is the command that authorizes this relay again (with its --env NAME or --local).
- */
+/** What fixes a failed refresh of this relay: locally, `npm start` holds the credential. */
+interface RefreshFixes {
+  /** The command that authorizes this relay again. */
+  authorize: string;
+  /** What to do when Mautic refuses the client id or secret. */
+  credentials: string;
+  /** What to check when Mautic's token endpoint cannot be reached. */
+  reach: string;
+}
+
+const LOCAL_FIXES: RefreshFixes = {
+  authorize: 'npx mautic-relay authorize --local',
+  credentials:
+    'stop "npm start" and start it again with the right MAUTIC_CLIENT_ID and MAUTIC_CLIENT_SECRET (Mautic: Settings, API Credentials)',
+  reach:
+    'check the MAUTIC_BASE_URL "npm start" was given, and that Mautic runs and answers from here',
+};
+
+function environmentFixes(env: string): RefreshFixes {
+  return {
+    authorize: `npx mautic-relay authorize --env ${env}`,
+    credentials: `store the right ones with "npx mautic-relay credentials --env ${env} --base-url URL --client-id ID" (the secret from MAUTIC_CLIENT_SECRET or typed)`,
+    reach: `check the base URL stored with "npx mautic-relay credentials --env ${env}" and that Mautic answers from AWS ("npx mautic-relay doctor --env ${env}" tries it from here)`,
+  };
+}
+
+/** The sentence after "The refresh failed (why):". */
+function failureAdvice(result: RefreshResult, fixes: RefreshFixes): string {
+  switch (result.why) {
+    case 'invalid_client':
+      return `Mautic refused the client id or secret: ${fixes.credentials}.`;
+    case 'unauthorized_client':
+      return `this Mautic credential may not use client_credentials (it was not made by an admin): use the grant type authorization_code and run "${fixes.authorize}".`;
+    case 'needs_authorize':
+      return `run "${fixes.authorize}".`;
+    case 'transient':
+      return `Mautic's token endpoint ${result.detail ?? 'failed'}: ${fixes.reach}. The refresher tries again on its schedule.`;
+    default:
+      return "the refresher's log says more.";
+  }
+}
+
+/** Prints the result; false when the refresh failed (the command then exits non-zero). */
 export function printRefresh(
   result: RefreshResult,
-  options: { json: boolean; now: number; print: (line: string) => void; authorize: string },
+  options: {
+    json: boolean;
+    now: number;
+    print: (line: string) => void;
+    /** The relay refreshed: what fixes its failures differs. */
+    relay: { local: true } | { env: string };
+  },
 ): boolean {
+  const fixes = 'env' in options.relay ? environmentFixes(options.relay.env) : LOCAL_FIXES;
   const secondsLeft = result.stored
     ? Math.max(0, Math.round((Date.parse(result.stored.accessTokenExpiresAt) - options.now) / 1000))
     : null;
@@ -102,7 +185,7 @@ export function printRefresh(
     );
   } else if (result.action === 'failed') {
     options.print(
-      `The refresh failed (${result.why ?? 'unknown'}): the refresher's log says how to fix it${result.why === 'needs_authorize' ? ` (run "${options.authorize}")` : ''}.`,
+      `The refresh failed (${result.why ?? 'unknown'}): ${failureAdvice(result, fixes)}`,
     );
   } else {
     options.print(

@@ -1,9 +1,90 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { CredentialError } from '../../functions/core/errors.ts';
+import { readSenderCredentials } from '../../functions/core/ingest/sender-credentials.ts';
+import {
+  parseApiKey,
+  parseWebhookSecret,
+  signWebhook,
+} from '../../functions/core/ingest/webhook-auth.ts';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { parseApiKey, parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
-import { UsageError } from './operator-commands.ts';
+import type { Command } from './command.ts';
+import { awsCall, EXIT, SetupError, UsageError } from './errors.ts';
+import { closeTarget, localTarget, type Target } from './target.ts';
+
+export const sendCommand: Command = {
+  name: 'send',
+  usage: 'send (--url URL | --local) [--secret whsec_... | --api-key KEY] [--id WEBHOOK_ID] [FILE]',
+  summary: 'post events to an ingest URL, signed',
+  details: `Posts FILE, or stdin, as it is to the ingest, signed with a Standard Webhooks secret or
+with an API key; prints the answer. Exits 0 on a 2xx answer, else 1. Needs no AWS environment.
+Any event shape of the contract: records, contacts named by "match", the integrator actions
+(docs/recipes.md has worked examples). With --url, the credential is WEBHOOK_SECRET or
+INGEST_API_KEY (or an option); with --local, the running stack's own, unless an option names one.
+  --url URL        the ingest URL, e.g. http://127.0.0.1:3000/events
+  --local          the running "npm start"'s ingest URL, signed with its own webhook secret
+  --secret S       a whsec_ secret; better given as WEBHOOK_SECRET in the environment
+  --api-key K      an API key; better given as INGEST_API_KEY in the environment
+  --id ID          the webhook-id (default: random)`,
+  options: {
+    url: { type: 'string' },
+    local: { type: 'boolean', default: false },
+    secret: { type: 'string' },
+    'api-key': { type: 'string' },
+    id: { type: 'string' },
+  },
+  positionals: 1,
+  run: async (values, positionals, io) => {
+    if (values.local && values.url) throw new UsageError('Give --url or --local, not both');
+    let url = values.url as string | undefined;
+    let credential: Pick<SendOptions, 'secret' | 'apiKey'> = {
+      secret: values.secret as string | undefined,
+      apiKey: values['api-key'] as string | undefined,
+    };
+    if (values.local) {
+      const target = localTarget(io.env);
+      try {
+        url = target.ingestUrl;
+        if (credential.secret === undefined && credential.apiKey === undefined)
+          credential = await awsCall('local', io, () => localCredential(target));
+      } finally {
+        closeTarget(target);
+      }
+    }
+    const result = await sendEvents(
+      {
+        url,
+        ...credential,
+        id: values.id as string | undefined,
+        file: positionals[0],
+        env: values.local ? {} : io.env,
+      },
+      { fetch, print: io.stdout, now: io.now, readStdin: io.readStdin },
+    );
+    return result.ok ? EXIT.ok : EXIT.failed;
+  },
+};
+
+/**
+ * The running local stack's own credential: its first webhook secret (the one `npm start`
+ * printed, or WEBHOOK_SECRET's), else its first API key. A sender that exported the secret of an
+ * earlier `npm start` would be refused (each start generates another), so --local never reads
+ * the environment.
+ */
+async function localCredential(target: Target): Promise<Pick<SendOptions, 'secret' | 'apiKey'>> {
+  const { SecretString } = await target.secrets.send(
+    new GetSecretValueCommand({ SecretId: target.webhookSecretId }),
+  );
+  const senders = readSenderCredentials(SecretString);
+  const secret = senders.find((sender) => sender.kind === 'webhook_secret');
+  if (secret !== undefined) return { secret: secret.value };
+  const key = senders.find((sender) => sender.kind === 'api_key');
+  if (key !== undefined) return { apiKey: key.value };
+  throw new SetupError(
+    'The local stack accepts no sender credential: add one with "npx mautic-relay senders add-secret --local".',
+  );
+}
 
 /** What `send` talks to; the bin passes the real ones, the tests their own. */
 export interface SendDeps {

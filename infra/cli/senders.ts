@@ -11,12 +11,45 @@ import {
   readSenderCredentials,
   type SenderCredential,
   writeSenderCredentials,
-} from '../../functions/core/sender-credentials.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+} from '../../functions/core/ingest/sender-credentials.ts';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
-import { SetupError } from './errors.ts';
-import { UsageError } from './operator-commands.ts';
+import type { Command } from './command.ts';
+import { EXIT, SetupError, UsageError } from './errors.ts';
+import { TARGET_HELP, targetOptions, withTarget } from './options.ts';
 import type { Target } from './target.ts';
+
+export const sendersCommand: Command = {
+  name: 'senders',
+  usage: 'senders (list | add-secret | add-key | remove ID) (--env NAME | --local) [--json]',
+  summary: 'list, add or remove the ingest credentials of senders',
+  details: `Edits the ingest's sender credentials (the environment's webhook secret, or the local
+stack's): list shows ids, kinds and creation times only; add-secret and add-key generate a new
+Standard Webhooks secret or API key and print it once; remove ID stops accepting one (not the
+last). Rotation: add-secret, give it to the sender, then remove the old id. Two edits at the
+same moment both land: each is made on the version it read, and made again when another got in
+first (exit 1 after 5 lost races, nothing changed).
+${TARGET_HELP}`,
+  options: targetOptions,
+  positionals: 2,
+  run: async (values, positionals, io) => {
+    const [action, id] = positionals;
+    if (action !== 'list' && action !== 'add-secret' && action !== 'add-key' && action !== 'remove')
+      throw new UsageError('senders needs one of: list, add-secret, add-key, remove ID');
+    if ((action === 'remove') !== (id !== undefined))
+      throw new UsageError(
+        action === 'remove'
+          ? 'senders remove needs the ID to remove'
+          : `senders ${action} takes no ID`,
+      );
+    return withTarget(values, io, async (target) => {
+      const result = await senders(target, action, id, io.now);
+      if (values.json) io.stdout(JSON.stringify(result));
+      else for (const line of sendersLines(result, target)) io.stdout(line);
+      return EXIT.ok;
+    });
+  },
+};
 
 /** What `senders` shows of a credential: never its value. */
 interface SenderInfo {
@@ -25,7 +58,7 @@ interface SenderInfo {
   createdAt: string | null;
 }
 
-export interface SendersResult {
+interface SendersResult {
   senders: SenderInfo[];
   /** Only from add-secret and add-key: the one time the new value is shown. */
   added?: SenderInfo & { secret: string };
@@ -178,7 +211,7 @@ function info({ id, kind, createdAt }: SenderCredential): SenderInfo {
 }
 
 /** The human-readable answer; the only place a new value is printed. */
-export function sendersLines(result: SendersResult, target: Target): string[] {
+function sendersLines(result: SendersResult, target: Target): string[] {
   const lines: string[] = [];
   const delay = target.local
     ? 'within a second'

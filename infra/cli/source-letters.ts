@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { SourceConfigError } from '../../functions/core/errors.ts';
-import type { OutgoingMessage } from '../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import {
   mappingFailureText,
-  mapSourcePayload,
   withoutPayloadValues,
-} from '../../functions/core/source-endpoint.ts';
-import { type CompiledSource, compileSources } from '../../functions/core/sources.ts';
+} from '../../functions/core/sources/mapping-failures.ts';
+import { mapSourcePayload } from '../../functions/core/sources/source-endpoint.ts';
+import { type CompiledSource, compileSources } from '../../functions/core/sources/sources.ts';
 import { SetupError } from './errors.ts';
 import type { SourcesInUse } from './sources.ts';
 
@@ -29,7 +29,7 @@ type Remapped =
 /** Maps one letter's body (the message's text) with the sources of now. */
 export type Remapper = (letterText: string) => Promise<Remapped>;
 
-/** A `mapping_failed` letter's envelope, as functions/core/source-endpoint.ts writes it. */
+/** A `mapping_failed` letter's envelope, as functions/core/sources/source-endpoint.ts writes it. */
 interface SourceLetter {
   source: string;
   eventId: string;

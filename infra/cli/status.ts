@@ -1,10 +1,32 @@
 import { GetMetricDataCommand } from '@aws-sdk/client-cloudwatch';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
-import { queueAttributes } from './dead-letters.ts';
+import type { Command } from './command.ts';
+import { queueAttributes } from './dead-letter-queue.ts';
+import { EXIT } from './errors.ts';
+import { TARGET_HELP, targetOptions, withTarget } from './options.ts';
 import type { Target } from './target.ts';
 
+export const statusCommand: Command = {
+  name: 'status',
+  usage: 'status (--env NAME | --local) [--json]',
+  summary: 'ingest URL, queue depth, dead letters, token time left',
+  details: `Prints the ingest URL, the events queue (waiting, in flight, delayed, oldest event's
+age: from CloudWatch, so not known locally), the dead-letter count, the access and refresh
+tokens' time left and the last refresh (never a token), and the dashboard link for --env.
+${TARGET_HELP}`,
+  options: targetOptions,
+  positionals: 0,
+  run: (values, _, io) =>
+    withTarget(values, io, async (target) => {
+      const status = await collectStatus(target, io.now);
+      if (values.json) io.stdout(JSON.stringify(status));
+      else for (const line of statusLines(status, target)) io.stdout(line);
+      return EXIT.ok;
+    }),
+};
+
 /** `status --json` (contract §4); unknown values are null. */
-export interface Status {
+interface Status {
   ingestUrl: string;
   queue: {
     visible: number | null;
@@ -17,14 +39,14 @@ export interface Status {
     accessTokenSecondsLeft: number | null;
     refreshTokenSecondsLeft: number | null;
     updatedAt: string | null;
-    /** Beyond the contract's shape: Mautic's version as its token endpoint last said. */
+    /** Beyond the contract's shape: Mautic's version as an API answer last named it. */
     mauticVersion: string | null;
   };
   /** Beyond the contract's shape: the CloudWatch dashboard of an environment, else null. */
   dashboardUrl: string | null;
 }
 
-export async function collectStatus(target: Target, now: () => number): Promise<Status> {
+async function collectStatus(target: Target, now: () => number): Promise<Status> {
   const [queue, dead, token, oldest] = await Promise.all([
     queueAttributes(target.sqs, target.eventsQueueUrl),
     queueAttributes(target.sqs, target.deadLetterQueueUrl),
@@ -107,7 +129,7 @@ async function oldestAgeSeconds(target: Target, now: number): Promise<number | n
 }
 
 /** The human-readable status. */
-export function statusLines(status: Status, target: Target): string[] {
+function statusLines(status: Status, target: Target): string[] {
   const value = (n: number | null, unit = '') => (n === null ? 'unknown' : `${n}${unit}`);
   const duration = (seconds: number | null) => {
     if (seconds === null) return 'unknown';

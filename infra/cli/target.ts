@@ -3,6 +3,7 @@ import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { clientConfig } from './environment-region.ts';
 import { SetupError } from './errors.ts';
 import { localEndpointsPath, readLocalEndpoints } from './local-endpoints.ts';
 
@@ -27,6 +28,8 @@ export interface Target {
    * undefined for a relay of a version before it.
    */
   outcomes?: { dynamodb: DynamoDBClient; tableName: string; retentionSeconds: number } | undefined;
+  /** The Mautic a local stack delivers to (`mautic --local` reads it); none for --env. */
+  mauticUrl?: string | undefined;
 }
 
 /** The stack of environment NAME, as infra/aws/app.ts names it. */
@@ -78,11 +81,12 @@ export async function stackOutputs(
 }
 
 /**
- * A deployed environment, found from its stack's outputs through the usual AWS environment
- * (AWS_REGION / AWS_PROFILE / credentials): the SDK's own resolution, nothing of ours.
+ * A deployed environment, found from its stack's outputs in the region cdk.json binds it to
+ * (else the usual AWS environment's), with the usual AWS credentials.
  */
 export async function environmentTarget(environment: string): Promise<Target> {
-  const cloudFormation = new CloudFormationClient({});
+  const aws = clientConfig(environment);
+  const cloudFormation = new CloudFormationClient(aws);
   const outputs = await stackOutputs(environment, cloudFormation);
   const output = outputs.require;
   const region = await cloudFormation.config.region();
@@ -99,13 +103,13 @@ export async function environmentTarget(environment: string): Promise<Target> {
     dashboardUrl: dashboard
       ? `https://${region}.console.aws.amazon.com/cloudwatch/home?region=${region}#dashboards/dashboard/${encodeURIComponent(dashboard)}`
       : null,
-    sqs: new SQSClient({}),
-    secrets: new SecretsManagerClient({}),
-    cloudwatch: new CloudWatchClient({}),
+    sqs: new SQSClient(aws),
+    secrets: new SecretsManagerClient(aws),
+    cloudwatch: new CloudWatchClient(aws),
     outcomes: outcomesOf(
       outputs.get(OUTPUTS.outcomeTableName),
       Number(outputs.get(OUTPUTS.outcomeRetentionSeconds)),
-      () => new DynamoDBClient({}),
+      () => new DynamoDBClient(aws),
     ),
   };
 }
@@ -144,6 +148,7 @@ export function localTarget(env: Readonly<Record<string, string | undefined>>): 
     tokenSecretId: endpoints.tokenSecretId,
     webhookSecretId: endpoints.webhookSecretId,
     dashboardUrl: null,
+    mauticUrl: endpoints.mauticUrl,
     sqs: new SQSClient({ ...local, endpoint: endpoints.sqsEndpoint }),
     secrets: new SecretsManagerClient({ ...local, endpoint: endpoints.secretsEndpoint }),
     cloudwatch: undefined,

@@ -3,7 +3,7 @@ import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-s
 import dynalite from 'dynalite';
 import { OUTCOME_TABLE } from '../../functions/core/ports.ts';
 import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
-import { listenOnLoopback } from './loopback.ts';
+import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
 
 /** The tables' names in the local store. */
 export const LOCAL_DEDUP_TABLE = 'mautic-relay-dedup';

@@ -64,6 +64,13 @@ export async function startFauxqsFifoFixed(
 }
 
 async function patchSqsQueue(): Promise<void> {
+  const queue = await sqsQueuePrototype();
+  receiveGroupsWhole(queue);
+  keepGroupsInArrivalOrder(queue);
+}
+
+/** fauxqs's SqsQueue prototype, refused if a method the patch wraps is missing. */
+async function sqsQueuePrototype(): Promise<SqsQueue> {
   const store = new URL('./sqs/sqsStore.js', import.meta.resolve('fauxqs'));
   const { SqsQueue } = (await import(store.href)) as { SqsQueue?: { prototype: SqsQueue } };
   const queue = SqsQueue?.prototype;
@@ -72,20 +79,12 @@ async function patchSqsQueue(): Promise<void> {
     throw new Error(
       `fauxqs changed its SqsQueue (${store.pathname}): review infra/local/fauxqs-fifo.ts`,
     );
-  const { enqueue, dequeueFifo, changeVisibility, processTimers } = queue;
+  return queue;
+}
 
-  // A group's order is the order its messages reached the queue (SQS's sequence numbers). Not
-  // fauxqs's `sequenceNumber`: a message the redrive policy moves keeps its source queue's.
-  const arrival = new WeakMap<QueueMessage, number>();
-  let arrived = 0;
-  const inArrivalOrder = (self: SqsQueue, group: string) =>
-    self.fifoMessages.get(group)?.sort((a, b) => (arrival.get(a) ?? 0) - (arrival.get(b) ?? 0));
-
-  queue.enqueue = function (this: SqsQueue, message) {
-    arrival.set(message, ++arrived);
-    enqueue.call(this, message);
-  };
-
+/** A receive takes as many messages of a group as it can, in order, as SQS's does. */
+function receiveGroupsWhole(queue: SqsQueue): void {
+  const { dequeueFifo } = queue;
   queue.dequeueFifo = function (this: SqsQueue, maxCount, visibilityTimeout, ...rest) {
     const limit = Math.min(maxCount, 10);
     const received = dequeueFifo.call(this, limit, visibilityTimeout, ...rest);
@@ -112,6 +111,25 @@ async function patchSqsQueue(): Promise<void> {
       taken = groupsOf(this, next);
     }
     return received;
+  };
+}
+
+/**
+ * A group's messages that become visible again (their visibility ran out, or was set to 0) take
+ * their places in the order the group's messages arrived, where fauxqs puts each back first.
+ */
+function keepGroupsInArrivalOrder(queue: SqsQueue): void {
+  const { enqueue, changeVisibility, processTimers } = queue;
+  // A group's order is the order its messages reached the queue (SQS's sequence numbers). Not
+  // fauxqs's `sequenceNumber`: a message the redrive policy moves keeps its source queue's.
+  const arrival = new WeakMap<QueueMessage, number>();
+  let arrived = 0;
+  const inArrivalOrder = (self: SqsQueue, group: string) =>
+    self.fifoMessages.get(group)?.sort((a, b) => (arrival.get(a) ?? 0) - (arrival.get(b) ?? 0));
+
+  queue.enqueue = function (this: SqsQueue, message) {
+    arrival.set(message, ++arrived);
+    enqueue.call(this, message);
   };
 
   queue.changeVisibility = function (this: SqsQueue, receiptHandle, timeoutSeconds) {

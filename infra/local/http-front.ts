@@ -16,9 +16,9 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
+import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
+import { readBody } from '../../mautic-simulator/read-body.ts';
 import { invokeHandler, lambdaContext, newLogStreamName } from './lambda-context.ts';
-import { listenOnLoopback } from './loopback.ts';
-import { readBody } from './read-body.ts';
 
 export type HttpApiHandler = (
   event: APIGatewayProxyEventV2,
@@ -71,13 +71,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * process.once('SIGTERM', () => void front.close());
  */
 export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFront> {
-  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
-  const functionTimeoutMs = options.functionTimeoutMs ?? 30_000;
-  for (const [name, value] of Object.entries({ maxBodyBytes, functionTimeoutMs })) {
-    if (!Number.isSafeInteger(value) || value < 1) {
-      throw new RangeError(`${name} must be a positive integer, got ${value}`);
-    }
-  }
+  const { maxBodyBytes, functionTimeoutMs } = limitsOf(options);
   const report = (error: unknown) => {
     try {
       (options.onError ?? ((e) => console.error('http-front ingest:', e)))(error);
@@ -116,10 +110,7 @@ export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFro
     if (!outcome.ok || !isUsable(outcome.result)) {
       return send(res, 500, { 'content-type': 'application/json' }, INTERNAL_SERVER_ERROR);
     }
-    const { statusCode, headers = {}, body: answer = '', isBase64Encoded } = outcome.result;
-    const written: Record<string, string> = {};
-    for (const [name, value] of Object.entries(headers)) written[name] = String(value);
-    send(res, statusCode, written, Buffer.from(answer, isBase64Encoded ? 'base64' : 'utf8'));
+    sendResult(res, outcome.result);
   };
 
   const server = createServer((req, res) => {
@@ -127,15 +118,7 @@ export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFro
       // The request broke off (client gone), the handler's headers were invalid, or the front
       // has a bug: API Gateway would answer 500.
       if (!isClientGone(error)) report(error);
-      if (!res.headersSent && !res.destroyed) {
-        for (const name of res.getHeaderNames()) {
-          if (name !== 'apigw-requestid') res.removeHeader(name);
-        }
-        res.setHeader('connection', 'close');
-        send(res, 500, { 'content-type': 'application/json' }, INTERNAL_SERVER_ERROR);
-      } else {
-        res.destroy();
-      }
+      answerBroken(res);
     });
   });
   const port = await listenOnLoopback(server, options.port);
@@ -318,6 +301,42 @@ function isUsable(
     typeof body === 'string' &&
     typeof isBase64Encoded === 'boolean'
   );
+}
+
+/** The body cap (API Gateway's 10 MB) and the function's timeout (30 s), checked. */
+function limitsOf(options: HttpFrontOptions): { maxBodyBytes: number; functionTimeoutMs: number } {
+  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
+  const functionTimeoutMs = options.functionTimeoutMs ?? 30_000;
+  for (const [name, value] of Object.entries({ maxBodyBytes, functionTimeoutMs })) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new RangeError(`${name} must be a positive integer, got ${value}`);
+    }
+  }
+  return { maxBodyBytes, functionTimeoutMs };
+}
+
+/** The handler's answer, as API Gateway writes it. */
+function sendResult(
+  res: ServerResponse,
+  result: APIGatewayProxyStructuredResultV2 & { statusCode: number },
+): void {
+  const { statusCode, headers = {}, body = '', isBase64Encoded } = result;
+  const written: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) written[name] = String(value);
+  send(res, statusCode, written, Buffer.from(body, isBase64Encoded ? 'base64' : 'utf8'));
+}
+
+/** API Gateway's 500 for a request that broke; once an answer was begun, the connection goes. */
+function answerBroken(res: ServerResponse): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  for (const name of res.getHeaderNames()) {
+    if (name !== 'apigw-requestid') res.removeHeader(name);
+  }
+  res.setHeader('connection', 'close');
+  send(res, 500, { 'content-type': 'application/json' }, INTERNAL_SERVER_ERROR);
 }
 
 function send(

@@ -9,6 +9,7 @@ import { type Stats, unwatchFile, watchFile } from 'node:fs';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { buildIngestHandler, openSourcesFile } from '../../functions/ingest/compose.ts';
 import type { IngestConfig } from '../../functions/shared/config.ts';
 import { dynamoDbClient } from './dynamodb-local.ts';
@@ -22,7 +23,7 @@ export interface IngestThreadOptions {
   sqsEndpoint: string;
   /** The Secrets Manager stand-in; needed when the configuration names a webhook secret. */
   secretsEndpoint?: string;
-  /** The de-duplication store; needed unless DEDUP_WINDOW_SECONDS is 0. */
+  /** The de-duplication store; needed unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0. */
   dynamodbEndpoint?: string;
   /** Default 0 (ephemeral); the host is always 127.0.0.1. */
   port?: number;
@@ -53,7 +54,12 @@ const SOURCES_FILE_POLL_MS = 500;
 const INGEST_THREAD = 'mautic-relay:ingest-thread';
 
 /** Ingest thread → caller. */
-type ThreadMessage = { line: string } | { url: string } | { error: string } | { closed: true };
+type ThreadMessage =
+  | { line: string }
+  | { accepted: number }
+  | { url: string }
+  | { error: string }
+  | { closed: true };
 
 const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local' };
 
@@ -67,7 +73,11 @@ async function serve(
 ): Promise<void> {
   const post = (message: ThreadMessage) => port.postMessage(message);
   try {
-    const front = await startIngestFront(options, (line) => post({ line }));
+    const front = await startIngestFront(
+      options,
+      (line) => post({ line }),
+      (accepted) => post({ accepted }),
+    );
     port.once('message', () => {
       void front.close().finally(() => post({ closed: true }));
     });
@@ -84,6 +94,7 @@ async function serve(
 export async function startIngestFront(
   options: IngestThreadOptions,
   print: (line: string) => void,
+  accepted: (count: number) => void = () => {},
 ): Promise<IngestThread> {
   // First: a SOURCES_FILE that cannot work stops the start before anything is made.
   const sources =
@@ -115,6 +126,7 @@ export async function startIngestFront(
       handler: async (event, context) => {
         const answer = await ingest(event, context);
         logger.refusedRequest(answer, event.requestContext.requestId);
+        accepted(acceptedCount(answer));
         return answer;
       },
       ...(options.port === undefined ? {} : { port: options.port }),
@@ -133,6 +145,17 @@ export async function startIngestFront(
   } catch (error) {
     release();
     throw error;
+  }
+}
+
+/** The events a 202 says were queued (contract §1), for the console's chart; else 0. */
+function acceptedCount(answer: APIGatewayProxyStructuredResultV2): number {
+  if (answer.statusCode !== 202) return 0;
+  try {
+    const { accepted } = JSON.parse(String(answer.body)) as { accepted?: unknown };
+    return typeof accepted === 'number' ? accepted : 0;
+  } catch {
+    return 0;
   }
 }
 
@@ -184,6 +207,7 @@ function lambdaHeapLimits(memoryMb: number): {
 export async function startIngestThread(
   options: IngestThreadOptions,
   print: (line: string) => void,
+  accepted: (count: number) => void = () => {},
 ): Promise<IngestThread> {
   const worker = new Worker(new URL(import.meta.url), {
     workerData: { kind: INGEST_THREAD, options },
@@ -202,7 +226,9 @@ export async function startIngestThread(
     };
     worker.on('message', (message: ThreadMessage) => {
       if ('line' in message) print(message.line);
-      else if ('url' in message) {
+      else if ('accepted' in message) {
+        if (message.accepted > 0) accepted(message.accepted);
+      } else if ('url' in message) {
         clearTimeout(timer);
         resolve(message.url);
       } else if ('error' in message) fail(new Error(message.error));

@@ -52,7 +52,7 @@ export class LineLogger extends Logger {
     if (fields.event === 'dead_lettered') {
       const status = fields.status === undefined ? '' : ` ${fields.status}`;
       this.#print(
-        `dead-lettered ${fields.eventId ?? fields.messageId} (${fields.entity ?? '?'} ${fields.action ?? '?'}): ${fields.reason}${status}`,
+        `dead-lettered ${fields.eventId ?? fields.messageId} (${typeof fields.source === 'string' ? `source ${fields.source}` : `${fields.entity ?? '?'} ${fields.action ?? '?'}`}): ${fields.reason}${status}`,
       );
     } else if (fields.event === 'mautic_call_failed') {
       const eventIds = Array.isArray(fields.eventIds) ? (fields.eventIds as string[]) : [];

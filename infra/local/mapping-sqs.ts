@@ -18,7 +18,7 @@ import {
   ReceiveMessageCommand,
   type ReceiveMessageCommandOutput,
 } from '@aws-sdk/client-sqs';
-import { readBody } from './read-body.ts';
+import { readBody } from '../../mautic-simulator/read-body.ts';
 import type { MappingSqs } from './sqs-event-source.ts';
 
 /** An answer larger than this is refused (20 receives of 10 messages of 256 KiB fit many times). */

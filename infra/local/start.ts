@@ -3,7 +3,8 @@
  * environment, every variable optional; Ctrl-C stops after the batches in hand.
  */
 import { endpointsDir } from '../cli/local-endpoints.ts';
-import { loadLocalConfig, startLocalStack } from './local-stack.ts';
+import { loadLocalConfig } from './local-config.ts';
+import { startLocalStack } from './local-stack.ts';
 
 const print = (line: string) => process.stdout.write(`${line}\n`);
 

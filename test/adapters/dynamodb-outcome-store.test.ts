@@ -13,8 +13,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDbOutcomeStore, keyOf } from '../../functions/adapters/dynamodb-outcome-store.ts';
+import { currentOutcomes } from '../../functions/core/ingest/outcome-view.ts';
 import type { OutcomeRecord } from '../../functions/core/outcome-records.ts';
-import { currentOutcomes } from '../../functions/core/outcome-view.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
 import { type LocalDynamoDb, startLocalDynamoDb } from '../support/dedup.ts';
 

@@ -3,7 +3,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretsManagerIngestCredentials } from '../../functions/adapters/secrets-manager-ingest-credentials.ts';
 import { CredentialError } from '../../functions/core/errors.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 
 const secretsManager = mockClient(SecretsManagerClient);
@@ -38,8 +38,12 @@ describe('SecretsManagerIngestCredentials', () => {
     now = 300_000;
     await source.load();
 
+    // Each credential named by its id in the secret (the first format's: by position there).
     expect(first).toEqual(
-      parseCredentials({ webhookSecrets: [WEBHOOK_SECRET], apiKeys: [API_KEY] }),
+      parseCredentials({
+        webhookSecrets: [{ id: 'webhook-secret-1', value: WEBHOOK_SECRET }],
+        apiKeys: [{ id: 'api-key-1', value: API_KEY }],
+      }),
     );
     expect(secretsManager.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
@@ -81,7 +85,10 @@ describe('SecretsManagerIngestCredentials', () => {
     const loaded = await credentials().load();
 
     expect(loaded).toEqual(
-      parseCredentials({ webhookSecrets: [`whsec_${generatedSecret}`], apiKeys: [] }),
+      parseCredentials({
+        webhookSecrets: [{ id: 'generated', value: `whsec_${generatedSecret}` }],
+        apiKeys: [],
+      }),
     );
   });
 

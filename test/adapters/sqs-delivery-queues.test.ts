@@ -8,7 +8,7 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
-import type { DeadLetter, QueuedMessage } from '../../functions/core/ports.ts';
+import type { DeadLetter, QueuedMessage } from '../../functions/core/queue-ports.ts';
 
 const sqs = mockClient(SQSClient);
 const queues = () =>
@@ -242,10 +242,10 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
     });
   });
 
-  it('stops at an empty answer once the window has passed, and at a failed call', async () => {
+  it('makes no call once the window has passed, and stops at a failed call', async () => {
     sqs.on(ReceiveMessageCommand).resolves({ Messages: [] });
     expect(await queues().receive(200, Date.now() - 1)).toEqual([]);
-    expect(sqs.commandCalls(ReceiveMessageCommand)[0]?.args[0].input.WaitTimeSeconds).toBe(0);
+    expect(sqs.commandCalls(ReceiveMessageCommand)).toEqual([]);
 
     sqs.reset();
     sqs.on(ReceiveMessageCommand).rejects(new Error('AccessDenied'));
@@ -253,25 +253,42 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
     expect(sqs.commandCalls(ReceiveMessageCommand).length).toBeLessThanOrEqual(4);
   });
 
-  it('long-polls for the whole seconds of the window, then looks again now and then until it ends', async () => {
-    // As SQS does: an empty long poll answers when its wait is over.
+  it('only long-polls, and stops once a whole long poll brought nothing, however long the window', async () => {
+    // As SQS does: a long poll answers as soon as a message is there, empty when its wait is over.
+    let waiting = 3;
     sqs.on(ReceiveMessageCommand).callsFake(async (input: { WaitTimeSeconds: number }) => {
+      if (waiting-- > 0) return { Messages: [{ MessageId: `m${waiting}`, ReceiptHandle: 'rh' }] };
       await new Promise((resolve) => setTimeout(resolve, input.WaitTimeSeconds * 1000));
       return { Messages: [] };
     });
     const started = Date.now();
 
-    await queues().receive(10, started + 1_500);
+    const received = await queues().receive(200, started + 60_000);
 
+    expect(received).toHaveLength(3);
     const waits = sqs
       .commandCalls(ReceiveMessageCommand)
       .map((c) => c.args[0].input.WaitTimeSeconds);
-    // One receive asks for the 10: a second's long poll, then short polls 100 ms apart.
-    expect(waits[0]).toBe(1);
-    expect(waits.slice(1).every((wait) => wait === 0)).toBe(true);
-    expect(waits.length).toBeGreaterThan(1);
-    expect(waits.length).toBeLessThanOrEqual(7);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(1_450);
+    expect(new Set(waits)).toEqual(new Set([1]));
+    // The four receivers each end on their own empty second, not on the 60 s window.
+    expect(waits.length).toBeLessThanOrEqual(3 + 4);
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  it('polls again after an empty answer that came before its second was up', async () => {
+    // fauxqs wakes every waiting poll for one message; those that find none answer empty at once.
+    let call = 0;
+    sqs.on(ReceiveMessageCommand).callsFake(async () => {
+      call++;
+      if (call <= 3) return { Messages: [] };
+      if (call === 4) return { Messages: [{ MessageId: 'late', ReceiptHandle: 'rh' }] };
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      return { Messages: [] };
+    });
+
+    const received = await queues().receive(1, Date.now() + 5_000);
+
+    expect(received.map((m) => m.messageId)).toEqual(['late']);
   });
 
   it('hides what it receives for the time asked, with an attempt id per call, and says when a receive fails', async () => {
@@ -293,7 +310,7 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
       logger,
     );
 
-    await withLog.receive(30, Date.now() + 5_000, undefined, 40);
+    await withLog.receive(30, Date.now() + 5_000, 40);
 
     const inputs = sqs.commandCalls(ReceiveMessageCommand).map((c) => c.args[0].input);
     expect(inputs.every((input) => input.VisibilityTimeout === 40)).toBe(true);

@@ -3,15 +3,13 @@ import type { Message } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery-calls.ts';
-import { MauticApiClient } from '../../functions/core/mautic-api.ts';
-import type { QueuedMessage } from '../../functions/core/ports.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
+import { MauticItemTime } from '../../functions/core/delivery/mautic-item-time.ts';
+import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
+import type { QueuedMessage } from '../../functions/core/queue-ports.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
-import {
-  createQueuePair,
-  type InvokeReport,
-  SqsEventSource,
-} from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
+import { type InvokeReport, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import {
   type MauticSimulator,
   type MauticSimulatorOptions,
@@ -119,6 +117,8 @@ async function startRelay(options: {
       batchSize: options.batchSize ?? 200,
       concurrency: options.concurrency ?? DEFAULT_DELIVERY_OPTIONS.concurrency,
       batchWindowMs: options.batchWindowMs ?? 300,
+      // As the batch function's builder sets it: the most the event source hands at once.
+      handOver: Math.min(10, options.batchSize ?? 200),
     },
   });
   const reports: InvokeReport[] = [];
@@ -539,6 +539,7 @@ describe('batch handler, called directly', () => {
           delete: async () => [],
           findContacts: async () => new Map(),
           addToSegment: async () => [],
+          linkCompanies: async () => [],
           contactAction: async () => {
             throw new Error('not called: the batch has creates only');
           },
@@ -645,9 +646,11 @@ describe('batch handler, called directly', () => {
         },
       });
 
-      const response = await handler({ Records: [handed] }, lambdaContext('batch', 30_000));
+      // A full hand (the rest are plain creates, delivered): the function gathers the rest.
+      const hand = [handed, ...sqsRecords(19).slice(10)];
+      const response = await handler({ Records: hand }, lambdaContext('batch', 30_000));
 
-      expect(asked).toEqual([199]);
+      expect(asked).toEqual([190]);
       // Only the event source's own message goes back through it.
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
       // The delivered and the dead-lettered own messages are deleted; the retried one is not.
@@ -658,16 +661,16 @@ describe('batch handler, called directly', () => {
     }
   });
 
-  it('after a full hand gathers until the queue is quiet; after a smaller one waits the window', async () => {
+  it('after a full hand gathers within the window; a smaller hand is delivered at once, without waiting', async () => {
     const sim = await startMauticSimulator();
     try {
-      const asked: Array<[number, number, number | undefined]> = [];
+      const asked: Array<[number, number]> = [];
       const handler = directHandler(sim, sim.issueToken().accessToken, [], {
         queues: {
           deadLetter: async () => [],
           delay: async () => [],
-          receive: async (max, until, quietMs) => {
-            asked.push([max, until - Date.now(), quietMs]);
+          receive: async (max, until) => {
+            asked.push([max, until - Date.now()]);
             return [];
           },
           remove: async () => [],
@@ -677,6 +680,7 @@ describe('batch handler, called directly', () => {
           batchSize: 200,
           maxDelaySeconds: 900,
           batchWindowMs: 2_000,
+          handOver: 10,
         },
       });
       const records = sqsRecords(10);
@@ -684,11 +688,9 @@ describe('batch handler, called directly', () => {
       await handler({ Records: records }, lambdaContext('batch', 30_000));
       await handler({ Records: records.slice(0, 3) }, lambdaContext('batch', 30_000));
 
-      expect(asked.map(([max, , quietMs]) => [max, quietMs])).toEqual([
-        [190, 100],
-        [197, undefined],
-      ]);
+      expect(asked.map(([max]) => max)).toEqual([190]);
       for (const [, windowMs] of asked) expect(windowMs).toBeGreaterThan(1_900);
+      expect(sim.requests.filter((r) => r.path === '/api/contacts/batch/new')).toHaveLength(2);
     } finally {
       await sim.close();
     }
@@ -712,7 +714,11 @@ describe('batch handler, called directly', () => {
         }),
       };
       const [, second, third] = sqsRecords(3);
-      const gathers = [[second], [{ ...company, receiptHandle: 'rh0-again' }, third], []];
+      // A full hand, then a next batch gathered while it is delivered, then nothing more.
+      const gathers = [[{ ...company, receiptHandle: 'rh0-again' }, third], []];
+      // Mautic's pace is known (1 ms an item), so the handler may go on to a next batch.
+      const itemTime = new MauticItemTime();
+      itemTime.observe(200, 200);
       const removed: string[] = [];
       const handler = directHandler(sim, sim.issueToken().accessToken, [], {
         queues: {
@@ -729,19 +735,20 @@ describe('batch handler, called directly', () => {
           maxAttempts: 1,
           batchSize: 2,
           maxDelaySeconds: 900,
-          batchWindowMs: 0,
+          batchWindowMs: 1_000,
         },
+        itemTime,
       });
 
       const response = await handler(
-        { Records: [company] } as never,
+        { Records: [company, second] } as never,
         lambdaContext('batch', 30_000),
       );
 
       // Retried in the first batch: back through the event source, once.
       expect(response).toEqual({ batchItemFailures: [{ itemIdentifier: 'm0' }] });
       // Delivered in the second: deleted by the function, with the handle it came back under.
-      expect(removed.sort()).toEqual(['rh0-again', 'rh1', 'rh2']);
+      expect(removed.sort()).toEqual(['rh0-again', 'rh2']);
       expect(sim.records('companies')).toHaveLength(1);
     } finally {
       await sim.close();

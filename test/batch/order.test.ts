@@ -3,16 +3,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
-import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery-calls.ts';
+import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
-import { queueMessageFor } from '../../functions/core/ingest-steps.ts';
-import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { queueMessageFor } from '../../functions/core/ingest/queue-messages.ts';
+import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
 import type { ActionLedger, MauticBatchApi } from '../../functions/core/ports.ts';
-import {
-  createQueuePair,
-  type SqsBatchHandler,
-  SqsEventSource,
-} from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
+import { type SqsBatchHandler, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { InMemoryActionLedger } from '../support/action-ledger.ts';
 import {
@@ -456,6 +453,7 @@ function dyingAfterEdit(dies: (items: number) => boolean) {
     findContacts: real.findContacts.bind(real),
     addToSegment: real.addToSegment.bind(real),
     contactAction: real.contactAction.bind(real),
+    linkCompanies: real.linkCompanies.bind(real),
     edit: async (entity, items, call) => {
       const results = await real.edit(entity, items, call);
       if (dies(items.length) && crashes-- > 0) {

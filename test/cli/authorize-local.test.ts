@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
+import { startLocalStack } from '../../infra/local/local-stack.ts';
 import { freePort } from '../support/net.ts';
 import { until } from '../support/until.ts';
 

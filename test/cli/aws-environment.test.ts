@@ -41,6 +41,7 @@ beforeEach(() => {
 
 afterEach(() => {
   vi.unstubAllEnvs();
+  vi.restoreAllMocks();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -100,6 +101,8 @@ describe('the AWS environment, as the SDK finds it', () => {
     ['ci', /No AWS region is set/],
   ])('a profile that is there (%s) is not called unknown', async (profile, message) => {
     vi.stubEnv('AWS_PROFILE', profile);
+    // Outside the project: no cdk.json names the region, so only the profile could.
+    vi.spyOn(process, 'cwd').mockReturnValue(dir);
 
     const { code, err } = await run(['status', '--env', 'dev']);
 

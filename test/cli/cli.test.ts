@@ -143,6 +143,7 @@ beforeEach(() => {
 
 afterEach(() => {
   vi.unstubAllEnvs();
+  vi.restoreAllMocks();
   cloudFormation.reset();
   sqs.reset();
   secrets.reset();
@@ -227,8 +228,32 @@ describe('the CLI itself', () => {
 });
 
 describe('AWS errors name the setting to fix', () => {
-  it('region missing: AWS_REGION or AWS_PROFILE', async () => {
+  it('no AWS_REGION in the project: the region cdk.json binds the environment to, as doctor reads it', async () => {
     vi.stubEnv('AWS_REGION', undefined);
+    deployed();
+    queue(EVENTS, 0);
+    queue(DLQ, 0);
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: '{}' });
+    cloudwatch.on(GetMetricDataCommand).resolves({ MetricDataResults: [] });
+    const { code, out } = await run(['status', '--env', 'dev', '--json']);
+    expect(code).toBe(EXIT.ok);
+    // The shipped cdk.json binds dev to us-east-1.
+    expect(JSON.parse(out).dashboardUrl).toMatch(
+      /^https:\/\/us-east-1\.console\.aws\.amazon\.com\//,
+    );
+    expect(await cloudFormation.call(0).thisValue.config.region()).toBe('us-east-1');
+  });
+
+  it('an environment cdk.json does not name: unknown environment, before any AWS call', async () => {
+    const { code, err } = await run(['status', '--env', 'nope']);
+    expect(code).toBe(EXIT.usage);
+    expect(err).toContain('Unknown environment "nope"; known environments: dev, prod');
+    expect(awsCalls()).toBe(0);
+  });
+
+  it('outside the project (no cdk.json) and no region: AWS_REGION or AWS_PROFILE', async () => {
+    vi.stubEnv('AWS_REGION', undefined);
+    vi.spyOn(process, 'cwd').mockReturnValue(dir);
     deployed();
     const { code, err } = await run(['status', '--env', 'dev']);
     expect(code).toBe(EXIT.setup);
@@ -267,7 +292,7 @@ describe('AWS errors name the setting to fix', () => {
     const { code, err } = await run(['redrive', '--env', 'dev']);
     expect(code).toBe(EXIT.setup);
     expect(err).toContain('No stack MauticRelay-dev');
-    expect(err).toContain('--env and AWS_REGION');
+    expect(err).toContain('check --env');
     expect(err).toContain('npx cdk deploy -c env=dev');
   });
 
@@ -359,7 +384,7 @@ describe('AWS errors name the setting to fix', () => {
     try {
       const { code, out } = await run(['refresh', '--local'], { MAUTIC_RELAY_DIR: dir });
       expect(code).toBe(EXIT.failed);
-      expect(out).toContain('(run "npx mautic-relay authorize --local")');
+      expect(out).toContain('(needs_authorize): run "npx mautic-relay authorize --local".');
     } finally {
       control.closeAllConnections();
       await new Promise((resolve) => control.close(resolve));
@@ -409,7 +434,8 @@ describe('status --env', () => {
         mauticVersion: '5.1.1',
       },
       dashboardUrl:
-        'https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1#dashboards/dashboard/MauticRelay-dev',
+        // The region cdk.json binds dev to, whatever AWS_REGION says (eu-west-1 here).
+        'https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards/dashboard/MauticRelay-dev',
     });
     const metricQuery = cloudwatch.commandCalls(GetMetricDataCommand)[0]?.args[0].input;
     expect(metricQuery?.MetricDataQueries?.[0]?.MetricStat?.Metric?.Dimensions).toEqual([
@@ -420,7 +446,7 @@ describe('status --env', () => {
     expect(human.out).toContain('12 waiting, 3 in flight, 1 delayed; oldest 42 s');
     expect(human.out).toContain('access token:   50 min 0 s left');
     expect(human.out).toContain('Mautic version: 5.1.1');
-    expect(human.out).toContain('dashboard:      https://eu-west-1.console.aws.amazon.com');
+    expect(human.out).toContain('dashboard:      https://us-east-1.console.aws.amazon.com');
     for (const shown of [json.out, human.out, json.err, human.err]) {
       expect(shown).not.toContain(ACCESS_TOKEN);
       expect(shown).not.toContain(REFRESH_TOKEN);

@@ -15,7 +15,8 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listDeadLetters, redriveDeadLetters } from '../../infra/cli/dead-letters.ts';
+import { listDeadLetters } from '../../infra/cli/dead-letters.ts';
+import { redriveDeadLetters } from '../../infra/cli/redrive-letters.ts';
 import {
   type LocalSqs,
   queueCounts,

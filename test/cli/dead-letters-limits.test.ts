@@ -13,11 +13,9 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  discardDeadLetters,
-  listDeadLetters,
-  redriveDeadLetters,
-} from '../../infra/cli/dead-letters.ts';
+import { listDeadLetters } from '../../infra/cli/dead-letters.ts';
+import { discardDeadLetters } from '../../infra/cli/dead-letters-discard.ts';
+import { redriveDeadLetters } from '../../infra/cli/redrive-letters.ts';
 import {
   type LocalSqs,
   queueCounts,

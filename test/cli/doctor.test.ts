@@ -12,20 +12,25 @@ import {
 } from '@aws-sdk/client-cloudformation';
 import {
   GetAccountSettingsCommand,
+  GetEventSourceMappingCommand,
   GetFunctionConcurrencyCommand,
   LambdaClient,
 } from '@aws-sdk/client-lambda';
 import {
   DescribeSecretCommand,
+  GetSecretValueCommand,
   ResourceNotFoundException,
   SecretsManagerClient,
 } from '@aws-sdk/client-secrets-manager';
+import { ListSubscriptionsByTopicCommand, SNSClient } from '@aws-sdk/client-sns';
+import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetCallerIdentityCommand, STSClient } from '@aws-sdk/client-sts';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { environmentSettings, type RelaySettings } from '../../infra/aws/environments.ts';
 import { type CliIo, runCli } from '../../infra/cli/cli.ts';
-import { type DoctorDeps, runDoctor } from '../../infra/cli/doctor.ts';
+import { runDoctor } from '../../infra/cli/doctor.ts';
+import type { DoctorDeps } from '../../infra/cli/doctor-types.ts';
 import { EXIT } from '../../infra/cli/errors.ts';
 import { environments } from '../infra/synth.ts';
 
@@ -33,6 +38,8 @@ const cloudFormation = mockClient(CloudFormationClient);
 const lambda = mockClient(LambdaClient);
 const secrets = mockClient(SecretsManagerClient);
 const sts = mockClient(STSClient);
+const sqs = mockClient(SQSClient);
+const sns = mockClient(SNSClient);
 
 /** Mautic on 127.0.0.1: answers the API call as `answer` says. */
 let answer: (response: import('node:http').ServerResponse) => void = () => {};
@@ -71,6 +78,8 @@ afterEach(() => {
   lambda.reset();
   secrets.reset();
   sts.reset();
+  sqs.reset();
+  sns.reset();
   vi.restoreAllMocks();
 });
 
@@ -100,8 +109,14 @@ const deps = (): DoctorDeps => ({
   lambda: new LambdaClient({ region: 'eu-west-1' }),
   secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
   cloudFormation: new CloudFormationClient({ region: 'eu-west-1' }),
+  sqs: new SQSClient({ region: 'eu-west-1' }),
+  sns: new SNSClient({ region: 'eu-west-1' }),
   fetch,
+  env: {},
+  now: () => NOW,
 });
+
+const NOW = Date.parse('2026-11-28T12:00:00.000Z');
 
 const noStack = () =>
   cloudFormation.on(DescribeStacksCommand).rejects(
@@ -139,6 +154,18 @@ const deployedStack = (
     ],
   });
 };
+/** The account and region bootstrapped for the CDK, at `version`. */
+const bootstrapped = (version = '30', status: StackStatus = 'UPDATE_COMPLETE') =>
+  cloudFormation.on(DescribeStacksCommand, { StackName: 'CDKToolkit' }).resolves({
+    Stacks: [
+      {
+        StackName: 'CDKToolkit',
+        CreationTime: new Date(),
+        StackStatus: status,
+        Outputs: [{ OutputKey: 'BootstrapVersion', OutputValue: version }],
+      },
+    ],
+  });
 const quota = (limit: number, unreserved = limit) =>
   lambda.on(GetAccountSettingsCommand).resolves({
     AccountLimit: { ConcurrentExecutions: limit, UnreservedConcurrentExecutions: unreserved },
@@ -416,6 +443,213 @@ describe('doctor: the account of the credentials', () => {
   });
 });
 
+describe('doctor: the CDK bootstrap', () => {
+  it('fails an account and region never bootstrapped, or bootstrapped too long ago, naming the command', async () => {
+    noStack();
+    quota(1000);
+    noSecrets();
+    answer = unauthorized;
+    const never = byCheck(await runDoctor(settings(), deps())).bootstrap;
+    bootstrapped('5');
+    const old = byCheck(await runDoctor(settings(), deps())).bootstrap;
+    cloudFormation.reset();
+    noStack();
+    bootstrapped('30');
+    const current = byCheck(await runDoctor(settings(), deps())).bootstrap;
+
+    expect(never).toEqual({
+      check: 'bootstrap',
+      ok: false,
+      detail: expect.stringContaining(
+        '111122223333 is not bootstrapped for the CDK in eu-west-1 (no CDKToolkit stack): run "npx cdk bootstrap -c env=prod" once',
+      ),
+    });
+    expect(old).toMatchObject({ ok: false, detail: /version 5; this CDK needs 6 or later/ });
+    expect(current).toMatchObject({ ok: true });
+  });
+});
+
+describe('doctor: the queues an upgrade to the FIFO queues replaces', () => {
+  /** A stack of the version before the FIFO queues: standard queues holding `held` each. */
+  function standardQueues(held: [number, number]) {
+    cloudFormation.on(DescribeStacksCommand, { StackName: 'MauticRelay-prod' }).resolves({
+      Stacks: [
+        { StackName: 'MauticRelay-prod', CreationTime: new Date(), StackStatus: 'UPDATE_COMPLETE' },
+      ],
+    });
+    const queueUrl = (name: string) => `https://sqs.eu-west-1.amazonaws.com/111122223333/${name}`;
+    cloudFormation.on(ListStackResourcesCommand).resolves({
+      StackResourceSummaries: ['EventsQueue', 'DeadLetterQueue'].map((name) => ({
+        LogicalResourceId: name,
+        PhysicalResourceId: queueUrl(`MauticRelay-prod-${name}-AbC`),
+        ResourceType: 'AWS::SQS::Queue',
+        ResourceStatus: 'UPDATE_COMPLETE' as const,
+        LastUpdatedTimestamp: new Date(),
+      })),
+    });
+    for (const [i, name] of ['EventsQueue', 'DeadLetterQueue'].entries()) {
+      sqs
+        .on(GetQueueAttributesCommand, { QueueUrl: queueUrl(`MauticRelay-prod-${name}-AbC`) })
+        .resolves({
+          Attributes: {
+            ApproximateNumberOfMessages: String(held[i]),
+            ApproximateNumberOfMessagesNotVisible: '0',
+            ApproximateNumberOfMessagesDelayed: '0',
+          },
+        });
+    }
+  }
+
+  it('fails standard queues that still hold events, saying what the upgrade would do with them', async () => {
+    bootstrapped();
+    quota(1000);
+    secrets.on(DescribeSecretCommand).resolves({ Name: 'x' });
+    answer = unauthorized;
+    standardQueues([12, 3]);
+
+    const dev = byCheck(await runDoctor(settings({ retainData: false }), deps())).queues;
+    const kept = byCheck(await runDoctor(settings({ retainData: true }), deps())).queues;
+
+    expect(dev).toEqual({
+      check: 'queues',
+      ok: false,
+      detail:
+        "the stack's queues are the standard queues of an earlier version, and EventsQueue holds 12, DeadLetterQueue holds 3: this version's deploy replaces them with FIFO queues and deletes the old ones with what they hold (retainData is off). Drain them first (docs/operations.md, Upgrading to the FIFO queues).",
+    });
+    expect(kept?.detail).toContain('keeps the old ones aside (retainData) with what they hold');
+  });
+
+  it('passes drained standard queues, and FIFO queues', async () => {
+    bootstrapped();
+    quota(1000);
+    secrets.on(DescribeSecretCommand).resolves({ Name: 'x' });
+    answer = unauthorized;
+    standardQueues([0, 0]);
+    const drained = byCheck(await runDoctor(settings(), deps())).queues;
+    cloudFormation.reset();
+    bootstrapped();
+    deployedStack();
+    lambda.on(GetFunctionConcurrencyCommand).resolves({});
+    const fifo = byCheck(await runDoctor(settings(), deps())).queues;
+
+    expect(drained).toMatchObject({ ok: true, detail: /standard queues are empty/ });
+    expect(fifo).toMatchObject({ ok: true, detail: "the stack's queues are FIFO queues already." });
+  });
+});
+
+describe('doctor --after-deploy: the deployed stack runs', () => {
+  const TOPIC = 'arn:aws:sns:eu-west-1:111122223333:MauticRelay-prod-Alarms';
+  const MAPPING = '6d9bfe8a-0000-4000-8000-1234567890ab';
+
+  /** A deployed stack with its topic and event source, the mapping in `state`. */
+  function running(state = 'Enabled') {
+    cloudFormation.on(DescribeStacksCommand).resolves({
+      Stacks: [
+        { StackName: 'MauticRelay-prod', CreationTime: new Date(), StackStatus: 'UPDATE_COMPLETE' },
+      ],
+    });
+    cloudFormation.on(ListStackResourcesCommand).resolves({
+      StackResourceSummaries: [
+        ['Alarms', TOPIC, 'AWS::SNS::Topic'],
+        ['BatchEventSource', MAPPING, 'AWS::Lambda::EventSourceMapping'],
+      ].map(([LogicalResourceId, PhysicalResourceId, ResourceType]) => ({
+        LogicalResourceId,
+        PhysicalResourceId,
+        ResourceType,
+        ResourceStatus: 'UPDATE_COMPLETE' as const,
+        LastUpdatedTimestamp: new Date(),
+      })),
+    });
+    lambda
+      .on(GetEventSourceMappingCommand, { UUID: MAPPING })
+      .resolves({ UUID: MAPPING, State: state });
+    secrets.on(DescribeSecretCommand).resolves({ Name: 'x' });
+    answer = unauthorized;
+  }
+  const subscribed = (arn: string) =>
+    sns.on(ListSubscriptionsByTopicCommand, { TopicArn: TOPIC }).resolves({
+      Subscriptions: [
+        { Protocol: 'email', Endpoint: 'Ops@Acme.test', SubscriptionArn: arn, TopicArn: TOPIC },
+      ],
+    });
+  const tokens = (value: Record<string, unknown>) =>
+    secrets
+      .on(GetSecretValueCommand, { SecretId: 'MauticRelay/prod/token' })
+      .resolves({ SecretString: JSON.stringify(value) });
+
+  it('passes a stack whose alarm e-mail is confirmed, event source enabled and tokens fresh, and never shows a token', async () => {
+    running();
+    subscribed(`${TOPIC}:1b2c`);
+    tokens({
+      accessToken: 'an-access-token-never-shown',
+      accessTokenExpiresAt: new Date(NOW + 45 * 60_000).toISOString(),
+      updatedAt: new Date(NOW - 15 * 60_000).toISOString(),
+      obtainedWith: 'client_credentials',
+    });
+
+    const checks = await runDoctor(settings({ alarmEmail: 'ops@acme.test' }), deps(), {
+      afterDeploy: true,
+    });
+
+    expect(checks.map(({ check, ok }) => [check, ok])).toEqual([
+      ['binding', true],
+      ['stack', true],
+      ['secrets', true],
+      ['alarm-email', true],
+      ['event-source', true],
+      ['refresher', true],
+      ['mautic', true],
+    ]);
+    expect(byCheck(checks).refresher?.detail).toBe(
+      'the refresher stored tokens at 2026-11-28T11:45:00.000Z; the access token is good for 45 more minutes.',
+    );
+    expect(JSON.stringify(checks)).not.toContain('an-access-token-never-shown');
+  });
+
+  it('fails an unconfirmed alarm e-mail, a disabled event source and a refresher with no tokens, each with what to do', async () => {
+    running('Disabled');
+    subscribed('PendingConfirmation');
+    tokens({});
+
+    const checks = byCheck(
+      await runDoctor(settings({ alarmEmail: 'ops@acme.test' }), deps(), { afterDeploy: true }),
+    );
+
+    expect(checks['alarm-email']).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining(
+        'ops@acme.test has not confirmed the alarms\' subscription (PendingConfirmation): nothing is e-mailed until someone clicks "Confirm subscription"',
+      ),
+    });
+    expect(checks['event-source']).toMatchObject({
+      ok: false,
+      detail: `event source ${MAPPING} is Disabled: nothing delivers the queued events. Enable it (aws lambda update-event-source-mapping --uuid ${MAPPING} --enabled), or deploy again.`,
+    });
+    expect(checks.refresher).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining('no Mautic tokens stored yet'),
+    });
+  });
+
+  it('reports the post-deploy checks as not checked while no stack is deployed', async () => {
+    noStack();
+    noSecrets();
+    answer = unauthorized;
+
+    const checks = byCheck(await runDoctor(settings(), deps(), { afterDeploy: true }));
+
+    expect(checks.stack).toMatchObject({
+      ok: false,
+      detail: 'no deployed stack MauticRelay-prod in eu-west-1: run "npx cdk deploy -c env=prod".',
+    });
+    expect(checks.refresher).toMatchObject({
+      ok: false,
+      detail: /^not checked: no deployed stack/,
+    });
+    expect(sns.calls()).toHaveLength(0);
+  });
+});
+
 describe('doctor --env on the command line', () => {
   let dir = '';
   const run = async (argv: string[]) => {
@@ -463,6 +697,7 @@ describe('doctor --env on the command line', () => {
       mauticBaseUrl: `https://127.0.0.1:${closedPort}`,
     });
     noStack();
+    bootstrapped();
     quota(10);
     noSecrets();
 
@@ -472,10 +707,12 @@ describe('doctor --env on the command line', () => {
     expect(out.split('\n')).toEqual([
       'Environment acme: account 111122223333, region eu-west-1',
       '  ok    binding: the credentials here are of 111122223333, the account cdk.json binds acme to; cdk deploy goes to eu-west-1 there, and these checks ran there.',
+      '  ok    bootstrap: bootstrapped for the CDK in eu-west-1 (CDKToolkit, version 30).',
       expect.stringMatching(
         /^ {2}FAIL {2}concurrency: reservedConcurrency reserves 3 .* of the account's 10;/,
       ),
       '  ok    secrets: none of the 3 secrets the stack creates exists yet.',
+      '  ok    queues: no queues yet: the deploy creates them.',
       expect.stringMatching(
         /^ {2}FAIL {2}mautic: 127\.0\.0\.1:\d+ cannot be reached from here \(ECONNREFUSED\)/,
       ),
@@ -502,10 +739,13 @@ describe('doctor --env on the command line', () => {
     expect(code).toBe(EXIT.failed);
     expect(JSON.parse(out)).toEqual({
       environment: 'acme',
+      afterDeploy: false,
       checks: [
         expect.objectContaining({ check: 'binding', ok: true }),
+        expect.objectContaining({ check: 'bootstrap', ok: false }),
         expect.objectContaining({ check: 'concurrency', ok: true }),
         expect.objectContaining({ check: 'secrets', ok: true }),
+        expect.objectContaining({ check: 'queues', ok: true }),
         expect.objectContaining({ check: 'mautic', ok: false }),
       ],
     });
@@ -536,5 +776,34 @@ describe('doctor --env on the command line', () => {
     expect(out).toContain(
       '  FAIL  binding: cdk.json binds acme to the placeholder account 123456789012: set "account" (and "region") to yours',
     );
+  });
+  it('reports every check when AWS does not answer: the placeholder account, Mautic, and what it could not check (exit 3)', async () => {
+    // The shipped dev environment, its Mautic on this machine, where nothing answers.
+    project({ ...environments.dev, mauticBaseUrl: `https://127.0.0.1:${closedPort}` });
+    sts.reset();
+    const unreachable = Object.assign(
+      new Error('getaddrinfo ENOTFOUND sts.us-east-1.amazonaws.com'),
+      {
+        code: 'ENOTFOUND',
+        hostname: 'sts.us-east-1.amazonaws.com',
+      },
+    );
+    sts.on(GetCallerIdentityCommand).rejects(unreachable);
+    cloudFormation.on(DescribeStacksCommand).rejects(unreachable);
+
+    const { code, out } = await run(['doctor', '--env', 'acme']);
+
+    expect(code).toBe(EXIT.setup);
+    const lines = out.split('\n');
+    expect(lines[1]).toBe(
+      '  FAIL  binding: cdk.json binds acme to the placeholder account 123456789012: set "account" (and "region") to yours; cdk deploy refuses credentials of another account. And AWS did not answer: AWS cannot be reached from here (sts.us-east-1.amazonaws.com: ENOTFOUND): check the network connection, a proxy (HTTPS_PROXY), and AWS_REGION.',
+    );
+    expect(lines.slice(2, 6)).toEqual(
+      ['bootstrap', 'concurrency', 'secrets', 'queues'].map(
+        (check) => `  FAIL  ${check}: not checked: AWS did not answer (see binding).`,
+      ),
+    );
+    expect(lines[6]).toMatch(/^ {2}FAIL {2}mautic: 127\.0\.0\.1:\d+ cannot be reached from here/);
+    expect(lambda.calls()).toHaveLength(0);
   });
 });

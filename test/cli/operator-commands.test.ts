@@ -1,14 +1,16 @@
 import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { clientSecretSchema, tokenSecretSchema } from '../../functions/core/token-secret.ts';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
+import { UsageError } from '../../infra/cli/errors.ts';
 import {
   authorize,
   type CommandDeps,
   storeCredentials,
-  UsageError,
 } from '../../infra/cli/operator-commands.ts';
 import {
   type SecretsManagerFake,
@@ -89,7 +91,26 @@ describe('credentials', () => {
     const error = await storeCredentials(bad, deps).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(UsageError);
-    expect((error as Error).message).toMatch(/baseUrl.*clientId.*grantType/);
+    // Named as the operator gives them: the options.
+    expect((error as Error).message).toMatch(/--base-url .*--client-id .*--grant-type /);
+  });
+
+  it("names MAUTIC_CLIENT_SECRET when the secret is empty, not the schema's field", async () => {
+    const empty = {
+      env: 'dev',
+      baseUrl: 'https://m.example.com',
+      clientId: '3_abc',
+      grantType: 'client_credentials',
+    };
+
+    for (const clientSecret of ['', '  ']) {
+      const error = await storeCredentials({ ...empty, clientSecret }, deps).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(UsageError);
+      expect((error as Error).message).toContain('MAUTIC_CLIENT_SECRET is empty');
+      expect((error as Error).message).not.toContain('clientSecret');
+    }
   });
 });
 
@@ -185,7 +206,7 @@ describe('the mautic-relay command', () => {
     const { stdout } = await run(
       'node',
       [
-        'infra/cli/mautic-relay.ts',
+        join(process.cwd(), 'infra/cli/mautic-relay.ts'),
         'credentials',
         '--env',
         env,
@@ -194,7 +215,8 @@ describe('the mautic-relay command', () => {
         '--client-id',
         '3_abc',
       ],
-      { env: environmentFor(), timeout: 20_000 },
+      // Outside the project, whose cdk.json does not name this environment: AWS_REGION's region.
+      { env: environmentFor(), cwd: tmpdir(), timeout: 20_000 },
     );
 
     expect(stdout).toContain(`Stored the Mautic credential for "${env}"`);

@@ -22,12 +22,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../../functions/adapters/sqs-source-dead-letters.ts';
 import { type CliIo, runCli } from '../../infra/cli/cli.ts';
-import { redriveDeadLetters } from '../../infra/cli/dead-letters.ts';
 import { EXIT } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, writeLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
+import { redriveDeadLetters } from '../../infra/cli/redrive-letters.ts';
 import { sourceRemapper } from '../../infra/cli/source-letters.ts';
 import { environmentSources, localSources } from '../../infra/cli/sources.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { NOW } from '../support/ingest.ts';
 import {
   type LocalSqs,
@@ -233,6 +233,11 @@ describe('redrive of mapping_failed dead letters', () => {
     const shown = await cli(home, ['dead-letters', '--local', '--json', '--show-data']);
 
     expect(hidden.out).not.toContain('evt_41@example.com');
+    // Where an event's entity and action would be: the source that kept it.
+    expect(JSON.parse(hidden.out).items[0]).toMatchObject({ entity: null, source: STRIPE });
+    const human = await cli(home, ['dead-letters', '--local']);
+    expect(human.out).toContain(`mapping_failed  source ${STRIPE}  ${STRIPE}:evt_41`);
+    expect(human.out).not.toContain('? ?');
     expect(JSON.parse(shown.out).items[0].data).toMatchObject({
       id: 'evt_41',
       data: { object: { email: 'evt_41@example.com' } },
@@ -457,6 +462,7 @@ describe('the redrive’s mapper for a deployed environment', () => {
             DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo',
             INGEST_API_KEYS: 'k',
             DEDUP_WINDOW_SECONDS: '0',
+            MAX_RECORD_EVENTS_PER_MINUTE: '0',
             SOURCES_DOCUMENT: document,
             SOURCES_SECRET_PREFIX: 'MauticRelay/dev/sources/',
           },

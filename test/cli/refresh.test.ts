@@ -12,7 +12,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SetupError } from '../../infra/cli/errors.ts';
 import { endpointsPathIn, readLocalEndpoints } from '../../infra/cli/local-endpoints.ts';
 import { printRefresh, refreshEnvironment } from '../../infra/cli/refresh.ts';
-import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
+import { startLocalStack } from '../../infra/local/local-stack.ts';
+import { DEFAULT_SIMULATOR_CLIENT, startMauticSimulator } from '../../mautic-simulator/server.ts';
+import { freePort } from '../support/net.ts';
+import { operatorCommand } from '../support/relay-process.ts';
 
 const run = promisify(execFile);
 const cloudFormation = mockClient(CloudFormationClient);
@@ -58,15 +62,10 @@ describe('refresh --env', () => {
 
     const result = await refreshEnvironment('dev', clients());
     const lines: string[] = [];
-    const authorize = 'npx mautic-relay authorize --env dev';
-    const ok = printRefresh(result, {
-      json: true,
-      now: NOW,
-      print: (l) => lines.push(l),
-      authorize,
-    });
+    const relay = { env: 'dev' };
+    const ok = printRefresh(result, { json: true, now: NOW, print: (l) => lines.push(l), relay });
     const human: string[] = [];
-    printRefresh(result, { json: false, now: NOW, print: (l) => human.push(l), authorize });
+    printRefresh(result, { json: false, now: NOW, print: (l) => human.push(l), relay });
 
     expect(cloudFormation.commandCalls(DescribeStacksCommand)[0]?.args[0].input).toEqual({
       StackName: 'MauticRelay-dev',
@@ -141,12 +140,12 @@ describe('refresh --env', () => {
       json: false,
       now: NOW,
       print: (l) => lines.push(l),
-      authorize: 'npx mautic-relay authorize --env dev',
+      relay: { env: 'dev' },
     });
     const json: string[] = [];
     printRefresh(
       { action: 'failed', why: 'transient' },
-      { json: true, now: NOW, print: (l) => json.push(l), authorize: 'unused' },
+      { json: true, now: NOW, print: (l) => json.push(l), relay: { env: 'dev' } },
     );
 
     expect(ok).toBe(false);
@@ -213,5 +212,107 @@ describe('refresh --local', () => {
     expect(both).toMatchObject({ code: 2 });
     expect(both.stderr).toContain('Give --env NAME or --local, not both');
     await rm(dir, { recursive: true, force: true });
+  }, 60_000);
+});
+
+describe('a failed refresh says what fixes it, where the relay runs', () => {
+  const advice = (
+    result: Parameters<typeof printRefresh>[0],
+    relay: { local: true } | { env: string },
+  ) => {
+    const lines: string[] = [];
+    printRefresh(result, { json: false, now: NOW, print: (l) => lines.push(l), relay });
+    return lines.join('\n');
+  };
+
+  it("a refused credential: the credentials command for an environment, npm start's variables locally", () => {
+    const refused = { action: 'failed', why: 'invalid_client' } as const;
+    expect(advice(refused, { env: 'dev' })).toContain(
+      'Mautic refused the client id or secret: store the right ones with "npx mautic-relay credentials --env dev',
+    );
+    const local = advice(refused, { local: true });
+    expect(local).toContain(
+      'start it again with the right MAUTIC_CLIENT_ID and MAUTIC_CLIENT_SECRET',
+    );
+    // There is no credentials --local.
+    expect(local).not.toContain('mautic-relay credentials');
+  });
+
+  it('an unreachable Mautic: what was not reached, and the setting that names it', () => {
+    const unreachable = {
+      action: 'failed',
+      why: 'transient',
+      detail: 'could not be reached (127.0.0.1:4 ECONNREFUSED)',
+    } as const;
+    expect(advice(unreachable, { local: true })).toBe(
+      'The refresh failed (transient): Mautic\'s token endpoint could not be reached (127.0.0.1:4 ECONNREFUSED): check the MAUTIC_BASE_URL "npm start" was given, and that Mautic runs and answers from here. The refresher tries again on its schedule.',
+    );
+    expect(advice(unreachable, { env: 'prod' })).toContain(
+      'check the base URL stored with "npx mautic-relay credentials --env prod" and that Mautic answers from AWS',
+    );
+  });
+
+  it('npm start with a wrong client secret, or a Mautic that is not there: refresh --local and the log say so', async () => {
+    const sim = await startMauticSimulator();
+    const closed = await freePort();
+    const cases = [
+      {
+        env: { MAUTIC_BASE_URL: sim.url, MAUTIC_CLIENT_SECRET: 'not-the-secret' },
+        says: /\(invalid_client\): Mautic refused the client id or secret: stop "npm start" and start it again with the right MAUTIC_CLIENT_ID and MAUTIC_CLIENT_SECRET/,
+        logs: /Mautic refused the client id or secret: stop "npm start"/,
+      },
+      {
+        env: {
+          MAUTIC_BASE_URL: `http://127.0.0.1:${closed}`,
+          MAUTIC_CLIENT_SECRET: 'a-secret-never-shown',
+        },
+        says: new RegExp(
+          `\\(transient\\): Mautic's token endpoint could not be reached \\(127\\.0\\.0\\.1:${closed} ECONNREFUSED\\): check the MAUTIC_BASE_URL`,
+        ),
+        logs: /could not be reached \(127\.0\.0\.1:\d+ ECONNREFUSED\)/,
+      },
+      {
+        // A port fetch never connects to (the Fetch standard's "bad ports").
+        env: {
+          MAUTIC_BASE_URL: 'http://127.0.0.1:9',
+          MAUTIC_CLIENT_SECRET: 'a-secret-never-shown',
+        },
+        says: /could not be reached \(127\.0\.0\.1:9 BAD_PORT\)/,
+        logs: /could not be reached \(127\.0\.0\.1:9 BAD_PORT\)/,
+      },
+    ];
+    try {
+      for (const { env, says, logs } of cases) {
+        const dir = await mkdtemp(join(tmpdir(), 'relay-refresh-fix-'));
+        const printed: string[] = [];
+        const stack = await startLocalStack(
+          loadLocalConfig({
+            PORT: '0',
+            REFRESH_INTERVAL_SECONDS: '3600',
+            MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
+            ...env,
+          }),
+          (line) => printed.push(line),
+          { endpointsDir: dir },
+        );
+        try {
+          const refreshed = await operatorCommand(['refresh', '--local'], {
+            MAUTIC_RELAY_DIR: dir,
+          });
+          expect(refreshed.code).toBe(1);
+          expect(refreshed.out).toMatch(says);
+          const log = printed.join('\n');
+          expect(log).toMatch(logs);
+          // A token call changes nothing in Mautic: the log does not wonder whether it applied.
+          expect(log).not.toContain('possibly applied');
+          expect(`${refreshed.out}${log}`).not.toContain(env.MAUTIC_CLIENT_SECRET);
+        } finally {
+          await stack.stop();
+          await rm(dir, { recursive: true, force: true });
+        }
+      }
+    } finally {
+      await sim.close();
+    }
   }, 60_000);
 });

@@ -6,20 +6,22 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import type { FetchLike } from '../../functions/core/ports.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
-import { UsageError } from '../../infra/cli/operator-commands.ts';
+import { UsageError } from '../../infra/cli/errors.ts';
 import { type SendDeps, sendEvents } from '../../infra/cli/send.ts';
 import { type HttpFront, startHttpFront } from '../../infra/local/http-front.ts';
 import {
   API_KEY,
+  API_KEY_SENDER,
   contact,
   INGEST_LIMITS,
   type IngestBody,
   OTHER_SECRET,
   recordingQueue,
   WEBHOOK_SECRET,
+  WEBHOOK_SENDER,
 } from '../support/ingest.ts';
 import { freePort } from '../support/net.ts';
 
@@ -125,7 +127,7 @@ describe('sendEvents', () => {
     expect(printed.slice(1).join('\n')).toBe(JSON.stringify(answer(), null, 2));
     expect(queue.messages.map((m) => m.eventId)).toEqual(['msg_cli_1:0', 'msg_cli_1:1']);
     expect(JSON.parse(queue.messages[1]?.body ?? '')).toMatchObject({
-      sender: 'webhook#1',
+      sender: WEBHOOK_SENDER,
       data: { email: 'user2@example.com' },
     });
   });
@@ -152,7 +154,7 @@ describe('sendEvents', () => {
 
     expect(result).toEqual({ status: 202, ok: true });
     expect(answer()).toEqual({ accepted: 1, eventIds: ['generated-1'] });
-    expect(JSON.parse(queue.messages[0]?.body ?? '')).toMatchObject({ sender: 'api-key#1' });
+    expect(JSON.parse(queue.messages[0]?.body ?? '')).toMatchObject({ sender: API_KEY_SENDER });
     expect(sent).toEqual([body]);
   });
 
@@ -165,7 +167,7 @@ describe('sendEvents', () => {
     );
 
     expect(result.status).toBe(202);
-    expect(JSON.parse(queue.messages[0]?.body ?? '')).toMatchObject({ sender: 'api-key#1' });
+    expect(JSON.parse(queue.messages[0]?.body ?? '')).toMatchObject({ sender: API_KEY_SENDER });
   });
 
   it('reports a wrong secret as the 401 it gets, not ok, without printing the secret', async () => {

@@ -12,7 +12,7 @@ import {
 } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readSenderCredentials } from '../../functions/core/sender-credentials.ts';
+import { readSenderCredentials } from '../../functions/core/ingest/sender-credentials.ts';
 import { senders } from '../../infra/cli/senders.ts';
 import type { Target } from '../../infra/cli/target.ts';
 import {

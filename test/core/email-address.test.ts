@@ -5,7 +5,7 @@ import { isValidEmail, sanitizeEmail } from '../../mautic-simulator/php.ts';
 
 /*
  * What Mautic 5.1 takes as a contact's email: the address cleaned (FILTER_SANITIZE_EMAIL), then
- * PHP's FILTER_VALIDATE_EMAIL and no `^ & * %`. The cases of issue 25 first: the relay used to
+ * PHP's FILTER_VALIDATE_EMAIL and no `^ & * %`. The cases found by the real Mautic first: the relay used to
  * refuse the first four and accept `a@e-.com`.
  */
 describe('isMauticEmail', () => {

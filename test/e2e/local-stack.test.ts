@@ -19,7 +19,10 @@ afterEach(stopRunning);
 
 describe('npm start, end to end', () => {
   it('delivers 2,000 creates sent 50 per request in no more than twice the ideal number of Mautic calls, then edits and deletes', async () => {
-    const { sim, url, output, child } = await startRelay({});
+    // The batching is measured: without the bound's counters, whose two dynalite calls per
+    // record make each 50-record request outlast the batch function's 100 ms of quiet, so that
+    // it delivers each request's events on their own (performance.md, Ingest).
+    const { sim, url, output, child } = await startRelay({}, { MAX_RECORD_EVENTS_PER_MINUTE: '0' });
     const events = contacts(2000, 'bulk');
 
     for (let i = 0; i < events.length; i += 50) {
@@ -160,7 +163,7 @@ describe('npm start, end to end', () => {
           clientCredentialsRefreshToken: scenario.rotating,
         },
         // The schedule stays far apart: the batch function's own waits keep the tokens coming.
-        { VISIBILITY_TIMEOUT_SECONDS: '10', BATCH_SIZE: '100' },
+        { VISIBILITY_TIMEOUT_SECONDS: '10', BATCH_TIMEOUT_SECONDS: '10', BATCH_SIZE: '100' },
       );
       const started = Date.now();
       const events = contacts(1000, `tok${scenario.lifetime}`);

@@ -298,18 +298,23 @@ describe('operator commands against npm start', () => {
       5_000,
       () => 'key not accepted',
     );
-    // send --local finds the ingest URL the same way.
+    // send --local finds the ingest URL the same way, and signs with the stack's own webhook
+    // secret unless given a credential: a stale WEBHOOK_SECRET of an earlier start is not read.
     const file = join(env.MAUTIC_RELAY_DIR, 'event.json');
     writeFileSync(
       file,
       JSON.stringify({ entity: 'contacts', action: 'create', data: { email: 's@example.com' } }),
     );
-    const sent = await cli(['send', '--local', file], {
-      ...env,
-      INGEST_API_KEY: added.added.secret,
-    });
-    expect(sent.code).toBe(0);
-    expect(sent.out).toContain('202 Accepted');
+    const stale = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const own = await cli(['send', '--local', file], { ...env, WEBHOOK_SECRET: stale });
+    expect(own.code).toBe(0);
+    expect(own.out).toContain('202 Accepted');
+    const keyed = await cli(['send', '--local', '--api-key', added.added.secret, file], env);
+    expect(keyed.code).toBe(0);
+    expect(keyed.out).toContain('202 Accepted');
+    const wrong = await cli(['send', '--local', '--secret', stale, file], env);
+    expect(wrong.code).toBe(1);
+    expect(wrong.out).toContain('401');
     await json(['senders', 'remove', added.added.id, '--local'], env);
     await until(
       async () => (await withKey()) === 401,

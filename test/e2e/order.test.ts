@@ -18,7 +18,7 @@ async function inLanes<T>(
   );
 }
 
-// Contract §2, order per record across batches, tried as the sender of issue 21 did: a request,
+// Contract §2, order per record across batches, tried as a sender would: a request,
 // and only after its 202 a second one for the same record. With two event-source pollers and
 // nothing failing, one pair in five used to end in the older state.
 describe('npm start: a later event never lands before an earlier one', () => {

@@ -1,5 +1,5 @@
 /**
- * Issue 24 through `npm start`: a burst into a Mautic whose rate limiter allows 2 calls per token
+ * Partial failures through `npm start`: a burst into a Mautic whose rate limiter allows 2 calls per token
  * per 4 s is delivered within seconds of the resets it needs, with fewer 429 answers than
  * successful calls; and one item that fails every batch edit carrying it is narrowed down, so
  * the rest are delivered within a few tries and only that item is retried, alone.

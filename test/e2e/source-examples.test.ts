@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { seedLocalMautic } from '../../infra/local/mautic-seed.ts';
 import type { MauticSimulator } from '../../mautic-simulator/server.ts';
 import {
   documentWithSecrets,
@@ -79,9 +80,9 @@ async function segmentsOf(sim: MauticSimulator, email: string): Promise<string[]
 describe('npm start with the shipped source examples', () => {
   it('turns each provider’s signed sample into the Mautic state its example describes', async () => {
     const { sim, url, dir, output } = await startRelay({}, { SOURCES_FILE: sourcesFile });
-    // The segment ids the examples name: 1 for Shopify's customers, 2 for the form's sign-ups.
-    sim.seed('segments', { name: 'Shopify customers', alias: 'shopify', isPublished: true });
-    sim.seed('segments', { name: 'Newsletter', alias: 'newsletter', isPublished: true });
+    // The segment ids the examples name (1 for Shopify's customers, 2 for the form's sign-ups),
+    // as npm start's embedded Mautic holds them.
+    seedLocalMautic(sim);
 
     const first = await Promise.all([
       postExample(url, 'stripe/customer.created.json'),

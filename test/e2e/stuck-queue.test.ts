@@ -8,7 +8,7 @@ afterEach(stopRunning);
  * The age of the oldest event the batch function sent back, from its first receive, as each
  * invocation reports it: the `OldestRetriedEventAge` metric in the cloud, the `oldestSeconds` of
  * its `events_retried` line under `npm start` (metrics are the cloud's business; the local stack
- * prints the log line). Issue 26: SQS's own age metric leaves out what was received 3 times.
+ * prints the log line). SQS's own age metric leaves out what was received 3 times.
  */
 function retriedAges(output: readonly string[]): number[] {
   return output.flatMap((line) => {
@@ -17,7 +17,7 @@ function retriedAges(output: readonly string[]): number[] {
   });
 }
 
-describe('a stuck queue is seen, through npm start (issue 26)', () => {
+describe('a stuck queue is seen, through npm start', () => {
   it('reports the age of the oldest retried event rising through a Mautic outage, past the receives SQS would count, and no more once it ends', async () => {
     const { sim, url, output } = await startRelay(
       { faults: { seed: 3, errorRate: 1 } },

@@ -68,6 +68,28 @@ function ownPayload(name: string, text: string): string {
   return path;
 }
 
+describe('sources test of a filter on a header not given', () => {
+  it('says which header the filter reads and how to give it, not only that the filter is false', async () => {
+    const argv = [
+      'sources',
+      'test',
+      'shopify',
+      '--payload',
+      payloadPath('shopify/orders-create.json'),
+    ];
+    const bare = await operatorCommand([...argv, '--local'], { MAUTIC_RELAY_DIR: dir });
+    const json = await operatorCommand([...argv, '--local', '--json'], { MAUTIC_RELAY_DIR: dir });
+
+    expect(bare.code).toBe(EXIT.ok);
+    expect(bare.out.split('\n')).toEqual([
+      'Source "shopify": the filter is false: the ingest answers 202 "ignored", queues nothing.',
+      "  The filter reads the header x-shopify-topic, not given: add --header 'x-shopify-topic: …' with the value the provider sends.",
+    ]);
+    // The JSON keeps its shape.
+    expect(JSON.parse(json.out)).toEqual({ ignored: true, events: [] });
+  });
+});
+
 describe('the shipped source examples through sources test', () => {
   it.each(SOURCE_EXAMPLES.map((example) => [example.source, example.payload, example] as const))(
     '%s: %s yields exactly its events',

@@ -1,11 +1,14 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { App, Duration, Stack } from 'aws-cdk-lib';
+import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
+import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { build } from 'esbuild';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { RELAY_BUNDLING, relayAliases } from '../../infra/aws/relay-function.ts';
+import { RELAY_BUNDLING, RelayFunction, relayAliases } from '../../infra/aws/relay-function.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -43,4 +46,38 @@ describe('RELAY_BUNDLING', () => {
     expect(bundled.Agent).toBe(real.Agent);
     expect(bundled.http).toBe(real);
   });
+});
+
+describe("the functions' assets", () => {
+  /** The refresher bundled by a synth into `outdir`: its asset hash and its source map. */
+  async function synthInto(outdir: string) {
+    const app = new App({ outdir });
+    const stack = new Stack(app, 'Bundled');
+    const refresh = new RelayFunction(stack, 'Refresh', {
+      name: 'refresh',
+      serviceName: 'refresh',
+      metricsNamespace: 'Test',
+      timeout: Duration.seconds(30),
+      logRetention: RetentionDays.ONE_DAY,
+      logLevel: 'INFO',
+    });
+    app.synth();
+    const code = (refresh.function.node.defaultChild as CfnFunction).code as { s3Key?: string };
+    const asset = (await readdir(outdir)).find((name) => name.startsWith('asset.')) ?? '';
+    const map = JSON.parse(await readFile(path.join(outdir, asset, 'index.mjs.map'), 'utf8'));
+    return { hash: code.s3Key, sources: map.sources as string[] };
+  }
+
+  it("hash the same whatever the synth's output folder: the source maps name paths from the project root", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'relay-assets-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+
+    const shallow = await synthInto(path.join(dir, 'out'));
+    const deep = await synthInto(path.join(dir, 'a', 'b', 'c', 'out'));
+
+    expect(deep.hash).toBe(shallow.hash);
+    expect(shallow.sources).toContain('functions/refresh/index.ts');
+    for (const source of shallow.sources)
+      expect(source).toMatch(/^(functions|node_modules|infra)\//);
+  }, 180_000);
 });

@@ -1,14 +1,27 @@
 import { readFileSync } from 'node:fs';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
-import { describe, expect, it } from 'vitest';
-import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest-steps.ts';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest/queue-messages.ts';
 import { environmentSettings, PLACEHOLDER_ACCOUNT } from '../../infra/aws/environments.ts';
 import { MAX_MESSAGE_SIZE_BYTES } from '../../infra/aws/storage.ts';
 import type { CfnTemplate } from '../support/cfn-schema.ts';
 import { cdkContext, environments, relayStack } from './synth.ts';
 import { limitProblems } from './template-limits.ts';
 
-/** Issue 26: what the stack must do to work in the cloud as AWS documents it. */
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/**
+ * The synth prints each warning it finds (as `cdk synth` does) on stderr: a test that makes them
+ * on purpose reads them from the annotations, and keeps them out of the run's output, where
+ * they would look like a problem with the project.
+ */
+function quietSynth() {
+  vi.spyOn(console, 'error').mockImplementation(() => {});
+}
+
+/** What the stack must do to work in the cloud as AWS documents it. */
 
 function template(name = 'dev', overrides: Record<string, unknown> = {}) {
   return Template.fromStack(relayStack(name, overrides).stack);
@@ -98,7 +111,7 @@ describe('the stack in a real account', () => {
         account: '111122223333',
         region: 'eu-central-1',
         mauticBaseUrl: 'https://mautic.acme.test',
-        alarmEmail: '',
+        alarmEmail: 'ops@acme.test',
       });
 
       expect([stack.account, stack.region]).toEqual([settings.account, settings.region]);
@@ -146,6 +159,7 @@ describe('the stack in a real account', () => {
   });
 
   it('warns at synth when an environment that keeps its data e-mails its alarms to no one', () => {
+    quietSynth();
     const warnings = (overrides: Record<string, unknown>) =>
       Annotations.fromStack(relayStack('prod', overrides).stack)
         .findWarning('*', Match.anyValue())
@@ -313,6 +327,7 @@ describe('token secret writes within AWS’s guidance', () => {
     )?.[1].Properties.Threshold;
 
   it('warns at synth, and still synthesizes, when a lifetime and schedule make more than one write per 10 minutes', () => {
+    quietSynth();
     const annotations = Annotations.fromStack(
       stackOf({ mauticAccessTokenLifetimeMinutes: 10, refreshSchedule: 'rate(5 minutes)' }),
     );
@@ -330,6 +345,7 @@ describe('token secret writes within AWS’s guidance', () => {
   });
 
   it('warns exactly when the refresher’s policy cannot keep to 10 minutes between writes', () => {
+    quietSynth();
     const cases: Array<[minutes: number, schedule: string, warns: boolean]> = [
       [20, 'rate(5 minutes)', false],
       [16, 'rate(5 minutes)', false],

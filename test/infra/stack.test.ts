@@ -23,6 +23,7 @@ import {
 import { LAMBDA_ENVIRONMENT_BYTES } from '../../infra/aws/environment-size.ts';
 import { environmentSettings } from '../../infra/aws/environments.ts';
 import { acknowledgeFindings } from '../../infra/aws/nag.ts';
+import { INGEST_5XX_ALARM } from '../../infra/aws/observability.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
 import { environments, relayStack } from './synth.ts';
 
@@ -556,6 +557,32 @@ describe('the relay stack', () => {
     });
   });
 
+  it('gives the ingest its bound per record from the settings, and counts its 429s from its log', () => {
+    const ingestVariables = (of: Template) =>
+      Object.values(of.findResources('AWS::Lambda::Function')).find(
+        (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+      )?.Properties.Environment.Variables;
+    const off = synth('dev', { maxRecordEventsPerMinute: 0 }).template;
+
+    expect(ingestVariables(template).MAX_RECORD_EVENTS_PER_MINUTE).toBe('600');
+    expect(ingestVariables(off).MAX_RECORD_EVENTS_PER_MINUTE).toBe('0');
+    expect(() => synth('dev', { maxRecordEventsPerMinute: -1 })).toThrow(
+      /maxRecordEventsPerMinute/,
+    );
+    template.hasResourceProperties('AWS::Logs::MetricFilter', {
+      LogGroupName: { Ref: Match.stringLikeRegexp('^IngestLogs') },
+      FilterPattern: '{ $.event = "record_backlog" }',
+      MetricTransformations: [
+        {
+          MetricNamespace: 'MauticBatchRelay/dev',
+          MetricName: 'RecordBacklogRefusals',
+          MetricValue: '1',
+          Unit: 'Count',
+        },
+      ],
+    });
+  });
+
   it('raises every alarm to the SNS topic', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
     const metrics = alarms.map(
@@ -565,7 +592,7 @@ describe('the relay stack', () => {
     );
     expect(metrics.sort()).toEqual(
       [
-        '5xx',
+        'expr_1+errors+requests',
         'AccessTokenSecondsLeft',
         'ApproximateAgeOfOldestMessage',
         'DeadLetterSendsFailed',
@@ -624,6 +651,37 @@ describe('the relay stack', () => {
     });
   });
 
+  it("pages on the ingest's 5xx as a share of its requests, several periods running, never on one", () => {
+    const ingest5xx = Object.entries(template.findResources('AWS::CloudWatch::Alarm')).find(
+      ([id]) => id.startsWith('Ingest5xxAlarm'),
+    )?.[1];
+    expect(ingest5xx?.Properties).toMatchObject({
+      Threshold: INGEST_5XX_ALARM.percent,
+      ComparisonOperator: 'GreaterThanThreshold',
+      EvaluationPeriods: 2,
+      DatapointsToAlarm: 2,
+      TreatMissingData: 'notBreaching',
+    });
+    const metrics = ingest5xx?.Properties.Metrics as Array<{
+      Id: string;
+      Expression?: string;
+      MetricStat?: { Metric: { Namespace: string; MetricName: string }; Stat: string };
+    }>;
+    expect(metrics.find((m) => m.Id === 'expr_1')?.Expression).toBe(
+      'IF(FILL(errors, 0) >= 5, 100 * FILL(errors, 0) / requests, 0)',
+    );
+    expect(
+      metrics.flatMap(({ Id, MetricStat }) =>
+        MetricStat
+          ? [[Id, MetricStat.Metric.Namespace, MetricStat.Metric.MetricName, MetricStat.Stat]]
+          : [],
+      ),
+    ).toEqual([
+      ['errors', 'AWS/ApiGateway', '5xx', 'Sum'],
+      ['requests', 'AWS/ApiGateway', 'Count', 'Sum'],
+    ]);
+  });
+
   it('subscribes the alarm e-mail when one is configured, and outputs what operators need', () => {
     const { template: prod } = synth('prod');
     prod.hasResourceProperties('AWS::SNS::Subscription', {
@@ -657,12 +715,12 @@ describe('the relay stack', () => {
 });
 
 describe('cdk-nag (AwsSolutions)', () => {
-  /** Synthesises dev with the AwsSolutions pack into a fresh folder; returns the validation report or the failure. */
-  function nagged(acknowledge: boolean) {
+  /** Synthesises `env` with the AwsSolutions pack into a fresh folder; returns the validation report or the failure. */
+  function nagged(acknowledge: boolean, env = 'dev') {
     const outdir = mkdtempSync(join(tmpdir(), 'relay-nag-'));
     const app = new App({ outdir, context: { 'aws:cdk:bundling-stacks': [] } });
-    const stack = new RelayStack(app, 'MauticRelay-dev', {
-      settings: environmentSettings('dev', environments),
+    const stack = new RelayStack(app, `MauticRelay-${env}`, {
+      settings: environmentSettings(env, environments),
     });
     if (acknowledge) acknowledgeFindings(stack);
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
@@ -701,6 +759,34 @@ describe('cdk-nag (AwsSolutions)', () => {
       ['AwsSolutions-SMG4', 'MauticRelay-dev/WebhookSecret'],
     ]);
     expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(9);
+    // The reason for no point-in-time recovery says what the table's loss costs.
+    expect(
+      report?.suppressedViolations.find(
+        (v) => v.ruleName === 'AwsSolutions-DDB3' && v.acknowledgedAt.endsWith('/DedupTable'),
+      )?.reason,
+    ).toMatch(/addPoints ledger, each key kept 42 days .* may add its points twice/);
+  });
+
+  it('gives the table point-in-time recovery and deletion protection where the data is kept (prod), so no finding to acknowledge', () => {
+    const { failure, report } = nagged(true, 'prod');
+    expect(failure).toBeUndefined();
+    expect(report?.violations).toEqual([]);
+    // Only the outcome table's: a few days of statuses, which a restore would bring back stale.
+    expect(
+      report?.suppressedViolations
+        .filter((v) => v.ruleName === 'AwsSolutions-DDB3')
+        .map((v) => v.acknowledgedAt),
+    ).toEqual(['MauticRelay-prod/OutcomeTable']);
+    const table = (env: string) =>
+      Object.entries(synth(env).template.findResources('AWS::DynamoDB::Table')).find(([id]) =>
+        id.startsWith('DedupTable'),
+      )?.[1]?.Properties;
+    expect(table('prod')).toMatchObject({
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      DeletionProtectionEnabled: true,
+    });
+    expect(table('dev')?.PointInTimeRecoverySpecification).toBeUndefined();
+    expect(table('dev')?.DeletionProtectionEnabled).toBeUndefined();
   });
 
   it('fails the synth when a finding is not acknowledged', () => {

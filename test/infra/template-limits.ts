@@ -1,6 +1,6 @@
 import type { Stack } from 'aws-cdk-lib';
 import { CfnFunction } from 'aws-cdk-lib/aws-lambda';
-import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest-steps.ts';
+import { MAX_MESSAGE_BYTES } from '../../functions/core/ingest/queue-messages.ts';
 import {
   environmentBytesBound,
   LAMBDA_ENVIRONMENT_BYTES,

@@ -8,7 +8,7 @@ import { environments, relayStack } from './synth.ts';
 import { limitProblems } from './template-limits.ts';
 
 /**
- * Issue 26: every environment's template as CloudFormation's registry describes its resources
+ * Every environment's template as CloudFormation's registry describes its resources
  * (`@aws-cdk/aws-service-spec`), and within the service limits the registry does not carry.
  */
 

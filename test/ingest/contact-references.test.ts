@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONTACT_ACTIONS, queuedEventSchema } from '../../functions/core/events.ts';
-import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
+import type { IngestLimits } from '../../functions/core/ingest/ingest-steps.ts';
 import {
   httpApiEvent,
   INGEST_LIMITS,
@@ -14,6 +14,7 @@ import {
   NOW,
   recordingQueue,
   signedHeaders,
+  WEBHOOK_SENDER,
 } from '../support/ingest.ts';
 
 type Event = Record<string, unknown>;
@@ -343,7 +344,7 @@ describe('accepted events', () => {
         v: 1,
         eventId: `msg_refs:${index}`,
         receivedAt: new Date(NOW).toISOString(),
-        sender: 'webhook#1',
+        sender: WEBHOOK_SENDER,
         ...event,
       })),
     );

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { IngestRefusal } from '../../functions/core/errors.ts';
 import type { RelayEvent } from '../../functions/core/events.ts';
-import { acceptWith } from '../../functions/core/ingest.ts';
+import { acceptWith } from '../../functions/core/ingest/ingest.ts';
 import {
   type IngestEndpoint,
   type IngestRequest,
   parseBody,
   validateEvents,
-} from '../../functions/core/ingest-steps.ts';
-import type { OutgoingMessage, RequestLedger } from '../../functions/core/ports.ts';
+} from '../../functions/core/ingest/ingest-steps.ts';
+import type { RequestLedger } from '../../functions/core/ports.ts';
+import type { OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import { INGEST_LIMITS, NOW } from '../support/ingest.ts';
 
 // The ingest's seam (docs/architecture.md): a second kind of endpoint is the same pipeline with

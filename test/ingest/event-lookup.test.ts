@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DynamoDbOutcomeStore } from '../../functions/adapters/dynamodb-outcome-store.ts';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import type { OutcomeRecord, OutcomeStore } from '../../functions/core/ports.ts';
-import { compileSources, parseSourcesDocument } from '../../functions/core/sources.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
 import { startHttpFront } from '../../infra/local/http-front.ts';

@@ -6,15 +6,18 @@ import { queuedEventSchema } from '../../functions/core/events.ts';
 
 import {
   API_KEY,
+  API_KEY_SENDER,
   contact,
   httpApiEvent,
   INGEST_LIMITS,
   ingestHandler,
   NOW,
   OTHER_SECRET,
+  OTHER_SENDER,
   recordingQueue,
   signedHeaders,
   WEBHOOK_SECRET,
+  WEBHOOK_SENDER,
 } from '../support/ingest.ts';
 import {
   type LocalSqs,
@@ -70,7 +73,7 @@ describe('ingest over fauxqs', () => {
         v: 1,
         eventId: 'mine-1',
         receivedAt: new Date(NOW).toISOString(),
-        sender: 'webhook#1',
+        sender: WEBHOOK_SENDER,
         entity: 'companies',
         action: 'delete',
         id: 9,
@@ -79,14 +82,14 @@ describe('ingest over fauxqs', () => {
         v: 1,
         eventId: 'msg_abc:0',
         receivedAt: new Date(NOW).toISOString(),
-        sender: 'webhook#1',
+        sender: WEBHOOK_SENDER,
         ...contact(1),
       },
       {
         v: 1,
         eventId: 'msg_abc:1',
         receivedAt: new Date(NOW).toISOString(),
-        sender: 'webhook#1',
+        sender: WEBHOOK_SENDER,
         entity: 'contacts',
         action: 'edit',
         id: 5,
@@ -114,7 +117,7 @@ describe('ingest over fauxqs', () => {
     expect(new Set(response.body.eventIds).size).toBe(500);
     const messages = await receiveUntil(localSqs.sqs, queueUrl, 500, { timeoutMs: 10_000 });
     expect(messages).toHaveLength(500);
-    expect(JSON.parse(messages[0]?.Body ?? '').sender).toBe('api-key#1');
+    expect(JSON.parse(messages[0]?.Body ?? '').sender).toBe(API_KEY_SENDER);
   });
 
   it('accepts either secret while both are configured for a rotation', async () => {
@@ -134,8 +137,8 @@ describe('ingest over fauxqs', () => {
 
     expect([old.status, fresh.status, retired.status]).toEqual([202, 202, 401]);
     expect(queue.messages.map((m) => JSON.parse(m.body).sender)).toEqual([
-      'webhook#1',
-      'webhook#2',
+      WEBHOOK_SENDER,
+      OTHER_SENDER,
     ]);
   });
 

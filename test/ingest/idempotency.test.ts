@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
-import type { EventQueue } from '../../functions/core/ports.ts';
+import type { EventQueue } from '../../functions/core/queue-ports.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
 import { type LocalDynamoDb, newLedger, startLocalDynamoDb } from '../support/dedup.ts';
 import {

@@ -1,5 +1,5 @@
 /**
- * Contract §1.3 after a partial 503 (issue 24): the ingest sends a request's events in groups of
+ * Contract §1.3 after a partial 503: the ingest sends a request's events in groups of
  * 10 at once, so one group can fail while the others are queued. The sender's retry of the whole
  * request must queue only what was not queued, also past SQS's own 5 minutes of
  * de-duplication. The real ingest handler, the real SQS adapter on a fauxqs FIFO queue (its
@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { DynamoDbRequestLedger } from '../../functions/adapters/dynamodb-request-ledger.ts';
 import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { dynamoDbClient } from '../../infra/local/dynamodb-local.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type LocalDynamoDb, newLedger, startLocalDynamoDb } from '../support/dedup.ts';
 import {
   API_KEY,

@@ -1,5 +1,5 @@
 /**
- * Issue 13's small fixes through the real handler: Svix's header names, the Bearer scheme in any
+ * Small fixes through the real handler: Svix's header names, the Bearer scheme in any
  * case, the ENTITIES allowlist, and why a 503 queue_unavailable happened, in the log.
  */
 

@@ -9,7 +9,7 @@ import { SqsEventQueue } from '../../functions/adapters/sqs-event-queue.ts';
 import { SqsSourceDeadLetters } from '../../functions/adapters/sqs-source-dead-letters.ts';
 import type { RequestLedger } from '../../functions/core/ports.ts';
 import { listDeadLetters } from '../../infra/cli/dead-letters.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type LocalDynamoDb, newLedger, startLocalDynamoDb } from '../support/dedup.ts';
 import { NOW, NOW_SECONDS } from '../support/ingest.ts';
 import {

@@ -80,6 +80,7 @@ async function coldStart(document: string, clock = { now: () => NOW }) {
       [ENV.DEAD_LETTER_QUEUE_URL]: 'https://sqs.eu-west-1.amazonaws.com/1/dlq.fifo',
       [ENV.INGEST_API_KEYS]: API_KEY,
       [ENV.DEDUP_WINDOW_SECONDS]: '0',
+      [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
       [ENV.SOURCES_DOCUMENT]: document,
       [ENV.SOURCES_SECRET_PREFIX]: PREFIX,
     }),

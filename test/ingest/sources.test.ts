@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
 import { queuedEventSchema } from '../../functions/core/events.ts';
 import type { RequestLedger } from '../../functions/core/ports.ts';
-import { compileSources, parseSourcesDocument } from '../../functions/core/sources.ts';
+import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import {
@@ -575,6 +575,7 @@ describe('the guarantees of §1', () => {
         [ENV.EVENTS_QUEUE_URL]: 'http://127.0.0.1:9/000000000000/events.fifo',
         [ENV.WEBHOOK_SECRET]: WEBHOOK_SECRET,
         [ENV.DEDUP_WINDOW_SECONDS]: '0',
+        [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
         ...extra,
       });
     const edges = { sqs, sources, logger: new Logger({ logLevel: 'SILENT' }) };

@@ -6,7 +6,7 @@ import {
   startDedupStore,
   startLocalDynamoDb,
 } from '../../infra/local/dynamodb-local.ts';
-import { loadLocalConfig } from '../../infra/local/local-stack.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
 
 describe('the local de-duplication store', () => {
   it('serves the real SDK on 127.0.0.1 and refuses connections once closed', async () => {

@@ -11,7 +11,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FauxqsThread, startFauxqsThread } from '../../infra/local/fauxqs-thread.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import {
   type LocalSqs,
   sendBodies,

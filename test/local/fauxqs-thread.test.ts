@@ -3,7 +3,7 @@
 import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type FauxqsThread, startFauxqsThread } from '../../infra/local/fauxqs-thread.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { queueCounts, sqsClient, uniqueQueueName } from '../support/local-sqs.ts';
 
 let fauxqs: FauxqsThread;

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { parseCredentials, signWebhook } from '../../functions/core/webhook-auth.ts';
+import { parseCredentials, signWebhook } from '../../functions/core/ingest/webhook-auth.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import { startIngestThread } from '../../infra/local/ingest-thread.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import {
   type LocalSqs,
   receiveUntil,
@@ -34,6 +34,7 @@ function config(extra: Record<string, string> = {}) {
     [ENV.EVENTS_QUEUE_URL]: queueUrl,
     [ENV.WEBHOOK_SECRET]: secret,
     [ENV.DEDUP_WINDOW_SECONDS]: '0',
+    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
     ...extra,
   });
 }

@@ -82,6 +82,28 @@ describe('LineLogger', () => {
     ]);
   });
 
+  it("names a source's payload that could not be mapped by its source, and an event by entity and action", () => {
+    const { lines, log } = logger();
+    const kept = { event: 'dead_lettered', reason: 'mapping_failed' };
+    log.warn('A payload could not be mapped', {
+      ...kept,
+      eventId: 'shopify:abc',
+      source: 'shopify',
+    });
+    log.warn('Dead-lettered', {
+      event: 'dead_lettered',
+      eventId: 'e1',
+      entity: 'contacts',
+      action: 'edit',
+      reason: 'mautic_rejected_item',
+      status: 404,
+    });
+    expect(lines).toEqual([
+      'dead-lettered shopify:abc (source shopify): mapping_failed',
+      'dead-lettered e1 (contacts edit): mautic_rejected_item 404',
+    ]);
+  });
+
   it('shortens a long id list', () => {
     const { lines, log } = logger();
     const ids = Array.from({ length: 30 }, (_, i) => i * 2);

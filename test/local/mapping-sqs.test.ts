@@ -9,11 +9,8 @@ import {
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type FauxqsThread, startFauxqsThread } from '../../infra/local/fauxqs-thread.ts';
 import { mappingSqsClient } from '../../infra/local/mapping-sqs.ts';
-import {
-  createQueuePair,
-  type MappingSqs,
-  SqsEventSource,
-} from '../../infra/local/sqs-event-source.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
+import { type MappingSqs, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import {
   type LocalSqs,
   queueCounts,

@@ -6,8 +6,9 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { ConfigError } from '../../functions/core/errors.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 import { startIngestThread } from '../../infra/local/ingest-thread.ts';
-import { loadLocalConfig, startLocalStack } from '../../infra/local/local-stack.ts';
-import { createQueuePair } from '../../infra/local/sqs-event-source.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
+import { startLocalStack } from '../../infra/local/local-stack.ts';
+import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type LocalSqs, startLocalSqs, uniqueQueueName } from '../support/local-sqs.ts';
 import { expectNoSecrets, thrownBy } from '../support/secrets.ts';
 import { until } from '../support/until.ts';
@@ -84,6 +85,30 @@ describe('npm start with SOURCES_FILE', () => {
   });
 });
 
+describe('npm start with the shipped examples as they are', () => {
+  it('warns that their secrets are still placeholders, naming the sources; not once they are put in', async () => {
+    const examples = join(import.meta.dirname, '..', '..', 'examples', 'sources', 'sources.json');
+    const lines: string[] = [];
+    const stack = await startLocalStack(
+      loadLocalConfig({ SOURCES_FILE: examples, PORT: '0', REFRESH_INTERVAL_SECONDS: '3600' }),
+      (line) => lines.push(line),
+    );
+    await stack.stop();
+    const mine = sourcesFile({ good: source() });
+    const clean: string[] = [];
+    const other = await startLocalStack(
+      loadLocalConfig({ SOURCES_FILE: mine, PORT: '0', REFRESH_INTERVAL_SECONDS: '3600' }),
+      (line) => clean.push(line),
+    );
+    await other.stop();
+
+    expect(lines).toContain(
+      "  warning:       the secret of stripe-customers, shopify, typeform, github-stars is still the example's placeholder (REPLACE_…): the provider's webhooks are refused (401) until you put in the signing secret it shows",
+    );
+    expect(clean.filter((line) => line.includes('warning'))).toEqual([]);
+  }, 60_000);
+});
+
 describe('the ingest thread with SOURCES_FILE', () => {
   let local: LocalSqs;
   let queueUrl: string;
@@ -125,6 +150,7 @@ describe('the ingest thread with SOURCES_FILE', () => {
           [ENV.EVENTS_QUEUE_URL]: queueUrl,
           [ENV.INGEST_API_KEYS]: 'an-api-key-of-sixteen-chars',
           [ENV.DEDUP_WINDOW_SECONDS]: '0',
+          [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0',
           [ENV.DEAD_LETTER_QUEUE_URL]: deadLetterQueueUrl,
         }),
         sqsEndpoint: local.endpoint,

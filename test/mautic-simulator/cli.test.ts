@@ -65,8 +65,41 @@ describe('npm run simulator', () => {
     expect(await exitCode()).toBe(0);
   });
 
-  it('refuses a bad option, port or client id with the usage and exit code 2', async () => {
-    for (const args of [['--port', 'x'], ['--client-id', 'no-number'], ['--nope']]) {
+  it('plays the Mautic line --mautic-version names', async () => {
+    const { child, output, exitCode } = run(['--mautic-version', '7']);
+
+    const line = await until(
+      () => output.stdout.includes('\n') && output.stdout,
+      10_000,
+      () => `no line; stderr: ${output.stderr}`,
+    );
+    const { url, clientId, clientSecret } = JSON.parse(line) as Record<string, string>;
+    const token = (await (
+      await fetch(`${url}/oauth/v2/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'client_credentials',
+          client_id: clientId ?? '',
+          client_secret: clientSecret ?? '',
+        }),
+      })
+    ).json()) as { access_token: string };
+    const answer = await fetch(`${url}/api/contacts`, {
+      headers: { authorization: `Bearer ${token.access_token}` },
+    });
+    child.kill('SIGTERM');
+
+    expect(answer.headers.get('mautic-version')).toBe('7.0.0');
+    expect(await exitCode()).toBe(0);
+  });
+
+  it('refuses a bad option, port, client id or Mautic line with the usage and exit code 2', async () => {
+    for (const args of [
+      ['--port', 'x'],
+      ['--client-id', 'no-number'],
+      ['--nope'],
+      ['--mautic-version', '8'],
+    ]) {
       const { output, exitCode } = run(args);
 
       expect(await exitCode()).toBe(2);

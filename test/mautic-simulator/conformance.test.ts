@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_SIMULATOR_CLIENT, startMauticSimulator } from '../../mautic-simulator/server.ts';
 
 /**
- * Issue 25: the answers recorded from a real, unmodified Mautic 5.1.1 (real-mautic-5.1.1/, one
+ * The answers recorded from a real, unmodified Mautic 5.1.1 (real-mautic-5.1.1/, one
  * file per call, in the order they were made) replayed against the simulator. Status codes and
  * bodies must be the same: every key and its order, arrays and objects keyed by position,
  * `statusCodes`, `errors` with their codes, types and messages, and every value, once what
@@ -95,7 +95,7 @@ function keyOrder(value: unknown, path = '$'): string[] {
   ];
 }
 
-describe('the simulator answers as the recorded Mautic 5.1.1 (issue 25)', () => {
+describe('the simulator answers as the recorded Mautic 5.1.1', () => {
   it('knows every recording (summary.json lists them, with timings, in short)', () => {
     const files = readdirSync(RECORDINGS).filter((file) => file.endsWith('.json'));
     expect(files.sort()).toEqual([...CALLS.map((name) => `${name}.json`), 'summary.json'].sort());
@@ -116,7 +116,7 @@ describe('the simulator answers as the recorded Mautic 5.1.1 (issue 25)', () => 
         let body = request.body;
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (name === 'token') {
-          // Sent as JSON: Mautic 5.1.1 accepts a JSON body at its token endpoint (issue 25, point 9).
+          // Sent as JSON: Mautic 5.1.1 accepts a JSON body at its token endpoint.
           body = {
             grant_type: 'client_credentials',
             client_id: DEFAULT_SIMULATOR_CLIENT.clientId,
@@ -150,7 +150,10 @@ describe('the simulator answers as the recorded Mautic 5.1.1 (issue 25)', () => 
         const got = (await answer.json()) as Record<string, unknown>;
 
         expect({ name, status: answer.status }).toEqual({ name, status });
-        expect(answer.headers.get('mautic-version'), name).toBe('5.1.1');
+        // The recordings hold no headers; measured on the real 5.1.1, only an API controller's
+        // answer names the version, not the token endpoint's nor the firewall's 401.
+        const named = name === 'token' || name === 'bad_token' ? null : '5.1.1';
+        expect(answer.headers.get('mautic-version'), name).toBe(named);
         expect(normalise(got), name).toEqual(normalise(response));
         expect(keyOrder(normalise(got)), name).toEqual(keyOrder(normalise(response)));
         // The same recorded record is the same simulated one: an upsert finds the contact the

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ENTITIES } from '../../functions/shared/config.ts';
 import { ENTITIES } from '../../mautic-simulator/entities.ts';
-import { DEFAULT_SIMULATOR_CLIENT, startMauticSimulator } from '../../mautic-simulator/server.ts';
-import { errorBody, type Session, session } from './simulator-client.ts';
+import { errorBody, session } from './simulator-client.ts';
 
 /** docs/mautic.md §7: each default entity's list and single keys. */
 const KEYS: Record<string, [string, string]> = {
@@ -205,35 +204,5 @@ describe('contact items as Mautic 5.1.1 saves them (issue 25)', () => {
     ]);
 
     expect(s.sim.records('contacts')).toMatchObject([{ city: '', points: 7 }]);
-  });
-});
-
-describe('Mautic-Version (issue 25: every answer carries it)', () => {
-  it('is on the token endpoint, its errors, a 401, the catch-all 404 and the REST answers', async () => {
-    const s: Session = await session({ mauticVersion: '7.0.0' });
-    const token = (body: Record<string, string>) =>
-      fetch(`${s.sim.url}/oauth/v2/token`, { method: 'POST', body: new URLSearchParams(body) });
-
-    const answers = [
-      await token({
-        grant_type: 'client_credentials',
-        client_id: DEFAULT_SIMULATOR_CLIENT.clientId,
-        client_secret: DEFAULT_SIMULATOR_CLIENT.clientSecret,
-      }),
-      await token({ grant_type: 'client_credentials', client_id: 'x_y', client_secret: 'z' }),
-      await fetch(`${s.sim.url}/api/contacts`),
-      await fetch(`${s.sim.url}/elsewhere`),
-    ];
-    const rest = await s.get('/api/nothing');
-
-    expect(answers.map((answer) => answer.status)).toEqual([200, 400, 401, 404]);
-    for (const answer of answers) expect(answer.headers.get('mautic-version')).toBe('7.0.0');
-    expect(rest.headers.get('mautic-version')).toBe('7.0.0');
-    const plain = await startMauticSimulator();
-    try {
-      expect((await fetch(`${plain.url}/elsewhere`)).headers.get('mautic-version')).toBe('5.1.1');
-    } finally {
-      await plain.close();
-    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EncodedJson, phpJsonEncode } from '../../mautic-simulator/php.ts';
+import { EncodedJson, phpJsonEncode } from '../../mautic-simulator/php-json.ts';
 
 describe("phpJsonEncode: PHP's json_encode, byte for byte", () => {
   it('escapes the slash, every non-ASCII UTF-16 unit and the control characters as PHP does', () => {

@@ -1121,6 +1121,24 @@ describe('faults and scripted answers', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(55);
   });
 
+  it('takes longer for a larger batch: latencyMs.perItem per item of the call', async () => {
+    const simulator = await start({
+      faults: { seed: 3, latencyMs: { min: 0, max: 0, perItem: 30 } },
+    });
+    const token = simulator.issueToken().accessToken;
+    const body = Array.from({ length: 10 }, (_, i) => ({ email: `slow${i}@example.com` }));
+
+    const started = performance.now();
+    const reply = await api(simulator, 'POST', '/api/contacts/batch/new', { token, body });
+
+    expect(reply.status).toBe(201);
+    expect(simulator.requests.at(-1)?.items).toBe(10);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(295);
+    await expect(
+      start({ faults: { seed: 3, latencyMs: { min: 0, max: 0, perItem: -1 } } }),
+    ).rejects.toThrow(/perItem >= 0/);
+  });
+
   it('does the work of a passing request inside the latency: applied first, answered when it is over', async () => {
     const simulator = await start({ faults: { seed: 3, latencyMs: { min: 1_000, max: 1_000 } } });
     const token = simulator.issueToken().accessToken;

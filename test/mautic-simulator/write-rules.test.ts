@@ -94,7 +94,7 @@ describe('applyWrite (docs/mautic.md §5.2, Mautic 5.1.1)', () => {
   });
 
   it('removes only a tag that existed before the item, by its exact name', () => {
-    // modifyTags looks the tags up once, before the first operation (issue 25, point 5).
+    // modifyTags looks the tags up once, before the first operation.
     expect(applyTags([], ['x', '-x'])).toEqual(['x']);
     expect(applyTags([], ['x', '-x'], new Set(['x']))).toEqual([]);
     expect(applyTags(['Newsletter'], ['-newsletter'], new Set(['Newsletter']))).toEqual([

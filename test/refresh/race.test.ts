@@ -16,7 +16,7 @@ import {
 } from '../support/refresh.ts';
 
 /**
- * Without reserved concurrency (issue 26: an environment's choice, off for dev) two refresher
+ * Without reserved concurrency (an environment's choice, off for dev) two refresher
  * runs can overlap: a schedule tick and a forced run from the batch function, say. They may
  * both send the one refresh token Mautic holds; Mautic rotates it for the first and refuses the
  * second (invalid_grant). Whatever the order of their writes, the rotated refresh token must

@@ -4,10 +4,10 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { PutSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenVault } from '../../functions/adapters/secrets-manager-token-vault.ts';
-import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
+import { MauticOAuthClient } from '../../functions/core/mautic/mautic-oauth.ts';
 import type { TokenVault } from '../../functions/core/ports.ts';
 import type { TokenSecret } from '../../functions/core/token-secret.ts';
-import { requestTokenFor } from '../../functions/core/token-writes.ts';
+import { requestTokenFor } from '../../functions/core/tokens/token-writes.ts';
 import { createRefreshHandler } from '../../functions/refresh/handler.ts';
 import {
   type SecretsManagerFake,
@@ -102,12 +102,21 @@ describe('token refresher with a client_credentials credential', () => {
       accessTokenExpiresAt: new Date(START + 3_600_000).toISOString(),
       obtainedWith: 'client_credentials',
       updatedAt: new Date(START).toISOString(),
-      // Mautic's Mautic-Version header, kept for status.
+      // Mautic names its version on API answers only (not on the token answer): asked with the
+      // new token, as a client_credentials grant spent nothing that waits to be stored.
       mauticVersion: '5.1.1',
     });
     expect(idle).toMatchObject({ action: 'none', why: 'fresh' });
     expect(second).toMatchObject({ action: 'refreshed', grant: 'client_credentials' });
     expect(tokenCalls()).toHaveLength(2);
+    // The second run holds a token that still works: it asks before its token call.
+    expect(stored(ids).mauticVersion).toBe('5.1.1');
+    expect(sim.requests.map((r) => `${r.method} ${r.path} ${r.status}`)).toEqual([
+      'POST /oauth/v2/token 200',
+      'GET /api/contacts 200',
+      'GET /api/contacts 200',
+      'POST /oauth/v2/token 200',
+    ]);
     const versions = fake.versions(ids.tokenSecretId);
     expect(versions.find((v) => v.stages.includes('AWSPREVIOUS'))?.secretString).toBe(
       JSON.stringify(tokens),
@@ -191,8 +200,14 @@ describe('token refresher with a client_credentials credential', () => {
     const recovered = await run({});
 
     expect([dropped, failing]).toEqual([
-      { action: 'failed', why: 'transient' },
-      { action: 'failed', why: 'transient' },
+      {
+        action: 'failed',
+        why: 'transient',
+        detail: expect.stringMatching(
+          /^dropped the connection \(127\.0\.0\.1:\d+ UND_ERR_SOCKET\)$/,
+        ),
+      },
+      { action: 'failed', why: 'transient', detail: 'answered HTTP 500' },
     ]);
     expect(recovered).toMatchObject({ action: 'refreshed' });
     expect(fake.versions(ids.tokenSecretId)).toHaveLength(1);
@@ -555,7 +570,8 @@ describe('forced runs and writes', () => {
 
     await handler({}, { getRemainingTimeInMillis: () => 29_500 });
 
-    expect(timeouts).toEqual([23_500]);
+    // Then Mautic's version is asked under the new token, in 3 s at most (token-version.ts).
+    expect(timeouts).toEqual([23_500, 3_000]);
   });
 
   it('keeps tokens that authorize stored while a refresh was under way', async () => {

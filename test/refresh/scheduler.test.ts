@@ -2,7 +2,7 @@ import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SecretsManagerTokenStore } from '../../functions/adapters/secrets-manager-token-store.ts';
-import { MauticApiClient } from '../../functions/core/mautic-api.ts';
+import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
 import {
   type SecretsManagerFake,
   startSecretsManagerFake,

@@ -1,14 +1,14 @@
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TokenSecret } from '../../functions/core/token-secret.ts';
 import {
   type FreshnessPolicy,
   fewestSecondsLeftOnSchedule,
   keepsToWriteInterval,
   MIN_SECRET_WRITE_INTERVAL_SECONDS,
   scheduledFreshness,
-} from '../../functions/core/token-freshness.ts';
-import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
-import type { TokenSecret } from '../../functions/core/token-secret.ts';
+} from '../../functions/core/tokens/token-freshness.ts';
+import type { RefreshOutcome } from '../../functions/core/tokens/token-refresh.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
 import { LocalRefresher } from '../../infra/local/local-refresher.ts';
 import {
@@ -27,9 +27,9 @@ import {
 
 /**
  * AWS asks for at most one PutSecretValue per secret every 10 minutes. The refresher's scheduled
- * runs keep to it (functions/core/token-freshness.ts) while renewing tokens before they expire,
- * and `cdk synth` warns of a lifetime and schedule that cannot (keepsToWriteInterval): both are
- * measured here against the simulator, with the Secrets Manager stand-in.
+ * runs keep to it (functions/core/tokens/token-freshness.ts) while renewing tokens before they
+ * expire, and `cdk synth` warns of a lifetime and schedule that cannot (keepsToWriteInterval):
+ * both are measured here against the simulator, with the Secrets Manager stand-in.
  */
 
 let fake: SecretsManagerFake;

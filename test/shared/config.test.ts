@@ -4,10 +4,9 @@ import {
   DEFAULT_ENTITIES,
   loadBatchConfig,
   loadIngestConfig,
-  secretNames,
-  sourceSecretName,
 } from '../../functions/shared/config.ts';
-import { loadLocalConfig } from '../../infra/local/local-stack.ts';
+import { secretNames, sourceSecretName } from '../../functions/shared/secret-names.ts';
+import { loadLocalConfig } from '../../infra/local/local-config.ts';
 
 const required = {
   MAUTIC_BASE_URL: 'https://mautic.example.com',
@@ -27,7 +26,7 @@ describe('loadBatchConfig', () => {
       deadLetterQueueUrl: 'https://sqs/dlq',
       refreshFunctionName: 'relay-dev-refresh',
       batchSize: 200,
-      batchWindowSeconds: 1,
+      batchWindowSeconds: 5,
       deliveryConcurrency: 2,
       mauticTimeoutMs: undefined,
       tokenCacheSeconds: 30,
@@ -128,6 +127,7 @@ describe('loadIngestConfig', () => {
       dedupWindowSeconds: 86_400,
       dedupTableName: 'relay-dedup',
       outcomes: undefined,
+      maxRecordEventsPerMinute: 600,
     });
   });
 
@@ -137,12 +137,13 @@ describe('loadIngestConfig', () => {
       INGEST_API_KEYS: 'k',
       ENTITIES: 'contacts, companies',
       DEDUP_WINDOW_SECONDS: '0',
+      MAX_RECORD_EVENTS_PER_MINUTE: '0',
     });
 
     expect(config.entities).toEqual(['contacts', 'companies']);
     expect(config.dedupWindowSeconds).toBe(0);
     expect(() => loadIngestConfig({ EVENTS_QUEUE_URL: 'q', INGEST_API_KEYS: 'k' })).toThrow(
-      /DEDUP_TABLE_NAME is required unless DEDUP_WINDOW_SECONDS is 0/,
+      /DEDUP_TABLE_NAME is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0/,
     );
     expect(() =>
       loadIngestConfig({
@@ -155,6 +156,30 @@ describe('loadIngestConfig', () => {
     ).toThrow(
       /ENTITIES.*must list Mautic API path names.*DEDUP_WINDOW_SECONDS must be at most 2592000/,
     );
+  });
+
+  it('reads MAX_RECORD_EVENTS_PER_MINUTE, 600 by default; a bound needs the table, 0 turns it off', () => {
+    const base = { EVENTS_QUEUE_URL: 'q', INGEST_API_KEYS: 'k' };
+    const withTable = { ...base, DEDUP_TABLE_NAME: 't' };
+
+    expect(loadIngestConfig(withTable).maxRecordEventsPerMinute).toBe(600);
+    expect(
+      loadIngestConfig({ ...withTable, MAX_RECORD_EVENTS_PER_MINUTE: '5' })
+        .maxRecordEventsPerMinute,
+    ).toBe(5);
+    expect(() => loadIngestConfig({ ...base, DEDUP_WINDOW_SECONDS: '0' })).toThrow(
+      /DEDUP_TABLE_NAME is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE/,
+    );
+    expect(() =>
+      loadIngestConfig({ ...withTable, MAX_RECORD_EVENTS_PER_MINUTE: '1000001' }),
+    ).toThrow(/MAX_RECORD_EVENTS_PER_MINUTE must be at most 1000000/);
+    expect(() => loadIngestConfig({ ...withTable, MAX_RECORD_EVENTS_PER_MINUTE: '-1' })).toThrow(
+      /MAX_RECORD_EVENTS_PER_MINUTE must be a whole number/,
+    );
+    expect(loadLocalConfig({}).MAX_RECORD_EVENTS_PER_MINUTE).toBe(600);
+    expect(
+      loadLocalConfig({ MAX_RECORD_EVENTS_PER_MINUTE: '0' }).MAX_RECORD_EVENTS_PER_MINUTE,
+    ).toBe(0);
   });
 
   it('defaults ENTITIES to the one-word standard Mautic entities with batch routes', () => {
@@ -172,6 +197,7 @@ describe('loadIngestConfig', () => {
         EVENTS_QUEUE_URL: 'q',
         INGEST_API_KEYS: 'k',
         DEDUP_WINDOW_SECONDS: '0',
+        MAX_RECORD_EVENTS_PER_MINUTE: '0',
         CONTACT_MATCH_FIELDS: value,
       }).contactMatchFields;
 
@@ -195,6 +221,7 @@ describe('loadIngestConfig', () => {
         EVENTS_QUEUE_URL: 'q',
         INGEST_API_KEYS: 'k',
         DEDUP_WINDOW_SECONDS: '0',
+        MAX_RECORD_EVENTS_PER_MINUTE: '0',
         CONTACT_MATCH_FIELDS: `crm_id,${bad}`,
       });
 
@@ -221,6 +248,7 @@ describe('loadIngestConfig', () => {
       EVENTS_QUEUE_URL: 'q',
       WEBHOOK_SECRET_ID: 'MauticRelay/dev/webhook',
       DEDUP_WINDOW_SECONDS: '0',
+      MAX_RECORD_EVENTS_PER_MINUTE: '0',
       DEAD_LETTER_QUEUE_URL: 'dlq',
     };
     const document = JSON.stringify({ sources: {} });
@@ -258,6 +286,7 @@ describe('loadIngestConfig', () => {
         EVENTS_QUEUE_URL: 'q',
         WEBHOOK_SECRET_ID: 'relay/dev/webhook',
         DEDUP_WINDOW_SECONDS: '0',
+        MAX_RECORD_EVENTS_PER_MINUTE: '0',
       }).webhookSecretId,
     ).toBe('relay/dev/webhook');
     expect(() => loadIngestConfig({ WEBHOOK_SECRET_ID: 'x', MAX_EVENTS_PER_REQUEST: '0' })).toThrow(

@@ -1,4 +1,4 @@
-import type { IncomingEvent } from '../../functions/core/batch-plan.ts';
+import type { IncomingEvent } from '../../functions/core/delivery/batch-plan.ts';
 import type { QueuedEvent } from '../../functions/core/events.ts';
 
 let sequence = 0;

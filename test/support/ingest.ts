@@ -1,18 +1,15 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { QueueUnavailableError } from '../../functions/core/errors.ts';
-import type { IngestLimits } from '../../functions/core/ingest-steps.ts';
-import type {
-  Clock,
-  EventQueue,
-  OutgoingMessage,
-  RequestLedger,
-} from '../../functions/core/ports.ts';
+import type { IngestLimits } from '../../functions/core/ingest/ingest-steps.ts';
 import {
+  credentialIdOf,
   parseCredentials,
   parseWebhookSecret,
   signWebhook,
-} from '../../functions/core/webhook-auth.ts';
+} from '../../functions/core/ingest/webhook-auth.ts';
+import type { Clock, RequestLedger } from '../../functions/core/ports.ts';
+import type { EventQueue, OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { DEFAULT_ENTITIES, DEFAULTS } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
@@ -30,6 +27,10 @@ export const NOW_SECONDS = NOW / 1000;
 export const WEBHOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 export const OTHER_SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 export const API_KEY = 'relay-test-api-key-0123456789';
+/** The envelope's sender for each credential above, given as a value: named by its stable id. */
+export const WEBHOOK_SENDER = `webhook#${credentialIdOf('webhook_secret', WEBHOOK_SECRET)}`;
+export const OTHER_SENDER = `webhook#${credentialIdOf('webhook_secret', OTHER_SECRET)}`;
+export const API_KEY_SENDER = `api-key#${credentialIdOf('api_key', API_KEY)}`;
 
 /** An API Gateway HTTP API (payload 2.0) event for POST /events. */
 export function httpApiEvent(options: {

@@ -1,9 +1,9 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { MauticOAuthClient } from '../../functions/core/mautic-oauth.ts';
-import type { RefreshOutcome } from '../../functions/core/token-refresh.ts';
+import { MauticOAuthClient } from '../../functions/core/mautic/mautic-oauth.ts';
 import type { ClientSecret, TokenSecret } from '../../functions/core/token-secret.ts';
+import type { RefreshOutcome } from '../../functions/core/tokens/token-refresh.ts';
 import { buildRefreshHandler } from '../../functions/refresh/compose.ts';
 import { DEFAULTS } from '../../functions/shared/config.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseWebhookSecret, signWebhook } from '../../functions/core/webhook-auth.ts';
+import { parseWebhookSecret, signWebhook } from '../../functions/core/ingest/webhook-auth.ts';
 import { runCli } from '../../infra/cli/cli.ts';
 import {
   DEFAULT_SIMULATOR_CLIENT,
@@ -18,7 +18,7 @@ import { until } from './until.ts';
 
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 const KEY = parseWebhookSecret(SECRET);
-let running: { child: ChildProcess; sim: MauticSimulator; dir: string } | undefined;
+let running: { child: ChildProcess; sim: MauticSimulator | undefined; dir: string } | undefined;
 let cleanupDir = '';
 let messageCount = 0;
 
@@ -37,7 +37,7 @@ export async function stopRunning(): Promise<void> {
         // The process group is already gone.
       }
     }
-    await sim.close();
+    await sim?.close();
     rmSync(cleanupDir, { recursive: true, force: true });
   }
 }
@@ -51,6 +51,30 @@ export async function startRelay(
   // Its own directory for the endpoints file, so relays of tests running side by side and the
   // operator commands each find theirs.
   const dir = mkdtempSync(join(tmpdir(), 'relay-e2e-'));
+  const mautic = {
+    MAUTIC_BASE_URL: sim.url,
+    MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
+    MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
+  };
+  const started = await startUntilReady(sim, dir, { ...mautic, ...env });
+  return { sim, ...started, dir };
+}
+
+/**
+ * Starts `npm start` as a newcomer does, with its embedded Mautic (no MAUTIC_BASE_URL), and waits
+ * until it is ready; the operator commands (`mautic --local`) read that Mautic.
+ */
+export async function startFreshRelay(env: Record<string, string> = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-e2e-'));
+  const started = await startUntilReady(undefined, dir, env);
+  return { ...started, dir };
+}
+
+async function startUntilReady(
+  sim: MauticSimulator | undefined,
+  dir: string,
+  env: Record<string, string>,
+) {
   // A free port can be taken by a test running beside this one before npm start binds it: then
   // it exits naming the port, and another is tried (three at most).
   for (let attempt = 1; ; attempt++) {
@@ -58,23 +82,28 @@ export async function startRelay(
     const retry = started.portTaken && env.PORT === undefined && attempt < 3;
     if (!retry) {
       if (!started.ready) throw new Error(`not ready: ${started.output.join('\n')}`);
-      return { sim, child: started.child, output: started.output, url: started.url, dir };
+      return { child: started.child, output: started.output, url: started.url };
     }
   }
 }
 
 /** One `npm start`, until it says it is ready or exits (bounded). */
-async function spawnRelay(sim: MauticSimulator, dir: string, env: Record<string, string>) {
+async function spawnRelay(
+  sim: MauticSimulator | undefined,
+  dir: string,
+  env: Record<string, string>,
+) {
   const port = env.PORT === undefined ? await freePort() : Number(env.PORT);
+  const inherited = { ...process.env };
+  // The embedded Mautic is used only when none is named.
+  for (const name of ['MAUTIC_BASE_URL', 'MAUTIC_CLIENT_ID', 'MAUTIC_CLIENT_SECRET'])
+    delete inherited[name];
   const child = spawn('npm', ['start'], {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
-      ...process.env,
+      ...inherited,
       PORT: String(port),
-      MAUTIC_BASE_URL: sim.url,
-      MAUTIC_CLIENT_ID: DEFAULT_SIMULATOR_CLIENT.clientId,
-      MAUTIC_CLIENT_SECRET: DEFAULT_SIMULATOR_CLIENT.clientSecret,
       WEBHOOK_SECRET: SECRET,
       BATCH_WINDOW_SECONDS: '1',
       MAUTIC_RELAY_DIR: dir,

@@ -6,15 +6,14 @@ import { randomBytes } from 'node:crypto';
 import { sign as signGitHub } from '@octokit/webhooks-methods';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import Stripe from 'stripe';
+import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
+import type { Logger, RequestLedger } from '../../functions/core/ports.ts';
 import type {
   EventQueue,
-  Logger,
-  RequestLedger,
   SourceDeadLetter,
   SourceDeadLetterQueue,
-} from '../../functions/core/ports.ts';
-import { compileSources, parseSourcesDocument } from '../../functions/core/sources.ts';
-import { parseCredentials } from '../../functions/core/webhook-auth.ts';
+} from '../../functions/core/queue-ports.ts';
+import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {

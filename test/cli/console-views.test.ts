@@ -1,0 +1,131 @@
+/**
+ * The console's views run the operator commands with --json on the console's target: the
+ * arguments they pass (filters as `--name=value`, so no value is taken for an option), what they
+ * answer for a usage mistake, and the Events view waiting for an `events` command.
+ */
+import { describe, expect, it } from 'vitest';
+import type { CliIo, Command } from '../../infra/cli/command.ts';
+import { consoleRoutes } from '../../infra/cli/console/console-routes.ts';
+import { commandRunner } from '../../infra/cli/console/console-views.ts';
+import { UsageError } from '../../infra/cli/errors.ts';
+import { targetOptions } from '../../infra/cli/options.ts';
+
+const io: CliIo = {
+  stdout: () => {},
+  stderr: () => {},
+  env: {},
+  progressBar: true,
+  now: Date.now,
+  sleep: async () => {},
+  interrupted: () => false,
+  readStdin: async () => new Uint8Array(),
+  readSecret: async () => 'never',
+};
+
+/** A command that prints its parsed arguments as its JSON, as the real ones print theirs. */
+function echo(name: string): Command {
+  return {
+    name,
+    usage: name,
+    summary: '',
+    details: '',
+    options: {
+      ...targetOptions,
+      reason: { type: 'string' },
+      status: { type: 'string' },
+      since: { type: 'string' },
+      'dry-run': { type: 'boolean' },
+      payload: { type: 'string' },
+      header: { type: 'string', multiple: true },
+    },
+    positionals: 2,
+    run: async (values, positionals, quiet) => {
+      if (values.reason === 'bad') throw new UsageError('--reason must be one of …');
+      quiet.stderr('a note\n');
+      quiet.stdout(JSON.stringify({ values, positionals, tty: quiet.progressBar }));
+      return 0;
+    },
+  };
+}
+
+const deps = (commands: Command[]) => ({
+  runner: commandRunner(commands, ['--env', 'dev'], io),
+  flow: async () => null,
+  runbook: { no_match: { happened: 'h', todo: 't' } },
+  target: { name: 'dev', local: false },
+});
+
+describe('the console’s views', () => {
+  it('run the command with --json on the console’s target, filters as --name=value', async () => {
+    const routes = consoleRoutes(deps([echo('dead-letters'), echo('redrive')]));
+    const query = new URLSearchParams({ reason: '--local', since: '2h', other: 'x' });
+    const list = await routes['/api/dead-letters']?.handle(query, {});
+    expect(list?.status).toBe(200);
+    expect(list?.body).toMatchObject({
+      result: {
+        values: { reason: '--local', since: '2h', env: 'dev', json: true, local: false },
+        positionals: [],
+        tty: false,
+      },
+      failed: false,
+      notes: ['a note'],
+      runbook: { no_match: { happened: 'h', todo: 't' } },
+    });
+    const dry = await routes['/api/dead-letters/redrive']?.handle(new URLSearchParams(), {
+      reason: 'no_match',
+      dryRun: true,
+    });
+    expect(dry?.body).toMatchObject({
+      result: { values: { reason: 'no_match', 'dry-run': true } },
+    });
+  });
+
+  it('answer a usage mistake with 400 and its message', async () => {
+    const routes = consoleRoutes(deps([echo('dead-letters')]));
+    const answer = await routes['/api/dead-letters']?.handle(
+      new URLSearchParams({ reason: 'bad' }),
+      {},
+    );
+    expect(answer).toEqual({ status: 400, body: { error: '--reason must be one of …' } });
+  });
+
+  it('refuse a source name or an event id the parser could take for an option', async () => {
+    const routes = consoleRoutes(deps([echo('sources'), echo('events')]));
+    const test = await routes['/api/sources/test']?.handle(new URLSearchParams(), {
+      name: '--local',
+      payload: '{}',
+    });
+    expect(test?.status).toBe(400);
+    const show = await routes['/api/events']?.handle(new URLSearchParams({ id: '-x' }), {});
+    expect(show?.status).toBe(400);
+  });
+
+  it('map a pasted payload through a file sources test reads, with the headers', async () => {
+    const routes = consoleRoutes(deps([echo('sources')]));
+    const answer = await routes['/api/sources/test']?.handle(new URLSearchParams(), {
+      name: 'stripe',
+      payload: '{"a":1}',
+      headers: ['X-Topic: a', ''],
+    });
+    type Echoed = { result: { values: Record<string, unknown>; positionals: string[] } };
+    const { values, positionals } = (answer as { body: Echoed }).body.result;
+    expect(positionals).toEqual(['test', 'stripe']);
+    expect(values.header).toEqual(['X-Topic: a']);
+    expect(String(values.payload)).toMatch(/payload\.json$/);
+  });
+
+  it('show events once an events command is there, and say so until then', async () => {
+    const without = consoleRoutes(deps([]));
+    expect((await without['/api/events']?.handle(new URLSearchParams(), {}))?.status).toBe(501);
+    const routes = consoleRoutes(deps([echo('events')]));
+    const shown = await routes['/api/events']?.handle(new URLSearchParams({ id: 'msg_1:0' }), {});
+    expect(shown?.body).toMatchObject({ result: { positionals: ['show', 'msg_1:0'] } });
+    const listed = await routes['/api/events']?.handle(
+      new URLSearchParams({ status: 'delivered' }),
+      {},
+    );
+    expect(listed?.body).toMatchObject({
+      result: { positionals: ['list'], values: { status: 'delivered' } },
+    });
+  });
+});
