@@ -62,6 +62,7 @@ describe('loadBatchConfig', () => {
         EVENTS_QUEUE_URL: 'q',
         INGEST_API_KEYS: 'k',
         DEDUP_WINDOW_SECONDS: '0',
+        MAX_RECORD_EVENTS_PER_MINUTE: '0',
         OUTCOME_TABLE_NAME: 't',
         OUTCOME_RETENTION_SECONDS: '60',
       }).outcomes,
