@@ -129,6 +129,8 @@ describe('a source on the real queues and ledger', () => {
         entity: null,
         action: null,
         reason: 'mapping_failed',
+        // The source's name, where the listing would otherwise show no entity or action.
+        source: STRIPE,
         status: null,
         detail: expect.stringMatching(
           /^map: yields an event the ingest refuses: .*\(at \/0\/data\/email\)$/,

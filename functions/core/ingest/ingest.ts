@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { IngestRefusal, QueueUnavailableError } from '../errors.ts';
 import { recordOutcomes } from '../outcome-writes.ts';
 import type {
@@ -70,7 +71,10 @@ export async function acceptWith(
     const intake: Intake = Array.isArray(carried)
       ? {
           kind: 'queue',
-          messages: toMessages(envelope(carried, sender, deps.clock.now(), deps.newId)),
+          messages: toMessages(
+            envelope(carried, sender, deps.clock.now(), deps.newId),
+            randomUUID(),
+          ),
           identity: sender.identity,
         }
       : carried;

@@ -2,7 +2,7 @@
  * An accepted event as the queue holds it: one message per event, its message group its record
  * (order per record, contract §2), its deduplication id unique per request handled.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { IngestRefusal } from '../errors.ts';
 import { type QueuedEvent, recordKey } from '../events.ts';
 import type { OutgoingMessage } from '../queue-ports.ts';
@@ -10,9 +10,14 @@ import type { OutgoingMessage } from '../queue-ports.ts';
 /** SQS's limit per message, less room for message attributes. */
 export const MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
 
-/** Size per message: one message per event, 413 for one too large; a nonce per request. */
-export function toMessages(queued: ReadonlyArray<QueuedEvent>): OutgoingMessage[] {
-  const nonce = randomUUID();
+/**
+ * Size per message: one message per event, 413 for one too large. `nonce` keeps two requests
+ * handled in one millisecond apart where their event ids may be equal (POST /events, whose ids a
+ * sender may repeat); a source's ids carry the request's own key or a generated id, and its
+ * redrive must queue exactly what the endpoint queued (the same deduplication ids, so a re-run
+ * after a crash queues nothing twice): none there.
+ */
+export function toMessages(queued: ReadonlyArray<QueuedEvent>, nonce = ''): OutgoingMessage[] {
   const messages = queued.map((event, index) => queueMessageFor(event, index, nonce));
   const tooLarge = messages.findIndex(
     (message) => Buffer.byteLength(message.body) > MAX_MESSAGE_BYTES,

@@ -1,6 +1,7 @@
-import { describeError, MauticTokenError, MauticTransientError } from '../errors.ts';
+import { describeError, MauticTokenError } from '../errors.ts';
 import type { Clock, MauticTokens, MetricsSink, StoredTokens, TokenGranter } from '../ports.ts';
 import type { ClientSecret, TokenSecret } from '../token-secret.ts';
+import { fixFor, isInvalidGrant, transientDetail } from './token-failures.ts';
 import {
   forcedFreshness,
   LONGEST_SCHEDULE_SECONDS,
@@ -291,19 +292,6 @@ async function grantFailed(
   return failed(token, now, deps, 'transient', detail);
 }
 
-/** What went wrong with a token call that may work later, in words an operator acts on. */
-function transientDetail(error: unknown): string {
-  if (!(error instanceof MauticTransientError)) return `failed (${describeError(error)})`;
-  if (error.status !== undefined) return `answered HTTP ${error.status}`;
-  const where = error.unreached ?? 'Mautic';
-  if (error.kind === 'timeout') return `did not answer in time (${where})`;
-  if (error.kind === 'network')
-    return error.possiblyApplied
-      ? `dropped the connection (${where})`
-      : `could not be reached (${where})`;
-  return `call was ${error.kind}`;
-}
-
 /** Whether `ms` more can be spent waiting and still leave the time a write needs. */
 function canWait(ms: number, deps: RefreshDeps): boolean {
   return deps.remainingMs === undefined || deps.remainingMs() - ms > WRITE_RESERVE_MS;
@@ -395,17 +383,6 @@ function needsAuthorize(
   return failed(accessOnly, now, deps, 'needs_authorize');
 }
 
-function fixFor(error: MauticTokenError, deps: RefreshDeps): string {
-  const authorize = deps.authorizeCommand ?? 'npx mautic-relay authorize';
-  if (error.reason === 'invalid_client') {
-    return `Mautic refused the client id or secret: ${deps.credentialsFix ?? 'run "npx mautic-relay credentials" with the right ones'}`;
-  }
-  if (error.reason === 'unauthorized_client') {
-    return `This Mautic credential may not use client_credentials (it was not created by an admin): use grantType authorization_code and run "${authorize}"`;
-  }
-  return 'Mautic refused the token request';
-}
-
 /** How long the access and refresh tokens have left. */
 function reportLifetimes(
   token: Partial<TokenSecret> | undefined,
@@ -418,8 +395,4 @@ function reportLifetimes(
   // Only a held refresh token has a lifetime: client_credentials tokens come without one.
   if (token?.refreshToken)
     metrics.addMetric('RefreshTokenSecondsLeft', 'Seconds', left(token.refreshTokenExpiresAt));
-}
-
-function isInvalidGrant(error: unknown): boolean {
-  return error instanceof MauticTokenError && error.reason === 'invalid_grant';
 }
