@@ -179,7 +179,9 @@ describe('company links (linkCompany)', () => {
 
     const outcomes = await relay.deliver(links);
 
-    expect(outcomes).toEqual([1, 2, 3, 4, 5].map((id) => ({ kind: 'delivered', status: 200, id, call })));
+    expect(outcomes).toEqual(
+      [1, 2, 3, 4, 5].map((id) => ({ kind: 'delivered', status: 200, id, call })),
+    );
     expect(relay.calls('/api/companies/batch/addcontacts').map((r) => r.items)).toEqual([5]);
     expect(relay.calls(/^\/api\/companies\/\d+\/contact\//)).toEqual([]);
     expect(linked(relay)).toEqual([[1], [2], [1], [2], [1]]);
