@@ -306,10 +306,12 @@ describe('npm start: what happened to each event', () => {
     );
     expect(shown.code).toBe(0);
     const operator = JSON.parse(shown.out).events as Outcome[];
+    // Its sender label names the credential's id: the local stack's generated secret's.
+    const sender = 'webhook#webhook-secret-1';
     expect(operator.map((o) => [o.eventId, o.status, o.sender])).toEqual([
-      ['create-ann', 'delivered', 'webhook#1'],
-      ['acme-city', 'coalesced', 'webhook#1'],
-      ['unknown-segment', 'dead_lettered', 'webhook#1'],
+      ['create-ann', 'delivered', sender],
+      ['acme-city', 'coalesced', sender],
+      ['unknown-segment', 'dead_lettered', sender],
       [`${STRIPE}:evt_skip_1`, 'ignored', `source:${STRIPE}`],
       [`${STRIPE}:evt_new_1:0`, 'delivered', `source:${STRIPE}`],
     ]);
@@ -321,7 +323,7 @@ describe('npm start: what happened to each event', () => {
       env,
     );
     expect(listed.out).toContain(
-      'unknown-segment (from webhook#1): mautic_rejected_item 404, Mautic found no segment 9999',
+      `unknown-segment (from ${sender}): mautic_rejected_item 404, Mautic found no segment 9999`,
     );
     const letters = await operatorCommand(['dead-letters', '--local'], env);
     expect(letters.out).toContain(

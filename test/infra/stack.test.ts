@@ -1099,7 +1099,7 @@ describe('sources (contract §6)', () => {
 
   it('refuses to synthesize an ingest whose whole environment could pass Lambda’s 4 KB once deployed', () => {
     // Fits alone; not with a long ENTITIES list beside it (CloudFormation would refuse it mid-deploy).
-    const sources = manySources(17);
+    const sources = manySources(16);
     const entities = Array.from(
       { length: 24 },
       (_, i) => `customEntityNumber${String.fromCharCode(97 + i)}`,

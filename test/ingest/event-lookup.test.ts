@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DynamoDbOutcomeStore } from '../../functions/adapters/dynamodb-outcome-store.ts';
-import { parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
+import { credentialIdOf, parseCredentials } from '../../functions/core/ingest/webhook-auth.ts';
 import type { OutcomeRecord, OutcomeStore } from '../../functions/core/ports.ts';
 import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
@@ -160,7 +160,8 @@ describe('GET /events/{eventId}', () => {
     // The batch function delivered the event and wrote so before the ingest's queued landed.
     const delivered: OutcomeRecord = {
       eventId: 'order-1',
-      sender: 'webhook#1',
+      // The sender label names the credential's id (issue 32), not its place in the list.
+      sender: `webhook#${credentialIdOf('webhook_secret', WEBHOOK_SECRET)}`,
       slot: 'state',
       status: 'delivered',
       entity: 'contacts',
