@@ -9,6 +9,7 @@ import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
 import { DynamoDbHealthStore } from '../adapters/dynamodb-mautic-health.ts';
+import { DynamoDbOutcomeStore } from '../adapters/dynamodb-outcome-store.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery/delivery-calls.ts';
@@ -29,7 +30,7 @@ const FIFO_HAND_OVER = 10;
 export interface BatchEdges {
   secrets: SecretsManagerClient;
   sqs: SQSClient;
-  /** The de-duplication table's client, for the action ledger and Mautic's shared health. */
+  /** DynamoDB's client: the de-duplication table (the action ledger, Mautic's shared health), and the outcome table. */
   dynamodb: DynamoDBClient;
   /** The token refresher, run synchronously: a RequestResponse invoke in the cloud, a call locally. */
   refresher: RefreshRequester;
@@ -37,6 +38,17 @@ export interface BatchEdges {
   metrics: Metrics;
   fetch?: FetchLike;
   clock?: Clock;
+}
+
+/** Where each event's outcome is kept (contract §1.6); none when OUTCOME_RETENTION_SECONDS is 0. */
+function outcomeStore(
+  config: { outcomes: { tableName: string; retentionSeconds: number } | undefined },
+  dynamodb: DynamoDBClient,
+  clock: Clock,
+): DynamoDbOutcomeStore | undefined {
+  if (config.outcomes === undefined) return undefined;
+  const { tableName, retentionSeconds } = config.outcomes;
+  return new DynamoDbOutcomeStore(dynamodb, tableName, { retentionSeconds, clock });
 }
 
 /** Calls `tell` with each value the first time it is seen: a version logged once per container. */
@@ -99,6 +111,7 @@ export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdg
     }),
     queues: new SqsDeliveryQueues(edges.sqs, config, edges.logger),
     ledger: new DynamoDbActionLedger(edges.dynamodb, config.actionLedgerTableName, { clock }),
+    outcomes: outcomeStore(config, edges.dynamodb, clock),
     retry: config.retry,
     logger: edges.logger,
     metrics: edges.metrics,

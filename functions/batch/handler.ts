@@ -2,7 +2,10 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { planBatches } from '../core/delivery/batch-plan.ts';
 import { deliverChunks } from '../core/delivery/delivery.ts';
 import type { DeliveryDeps } from '../core/delivery/delivery-calls.ts';
+import { BATCH_OUTCOME_BUDGET_MS, batchOutcomes } from '../core/delivery/event-outcomes.ts';
 import { readMessages, settleBatch } from '../core/delivery/outcomes.ts';
+import { recordOutcomes } from '../core/outcome-writes.ts';
+import type { OutcomeStore } from '../core/ports.ts';
 import type { DeliveryQueues, QueuedMessage } from '../core/queue-ports.ts';
 import type { RetryPolicy } from '../core/retry-policy.ts';
 import { batches } from './gather.ts';
@@ -12,6 +15,8 @@ import { deadLetter, delay, removeOwnSettled, report } from './settle.ts';
 /** Everything the batch handler talks to; `compose.ts` builds the real ones. */
 export interface BatchHandlerDeps extends DeliveryDeps {
   queues: DeliveryQueues;
+  /** Where each event's outcome is written (contract §1.6); absent: none is. */
+  outcomes?: OutcomeStore | undefined;
   retry: RetryPolicy;
   options: BatchOptions;
   /** Whether the container's last gathering found the queue holding more (`gather.ts`). */
@@ -75,12 +80,18 @@ async function deliverBatch(
   const early = await deadLetter(read.unreadable, deps, until);
   const plan = planBatches(read.incoming, options.batchSize);
   const outcomes = await deliverChunks(plan, deadline, deps, options, signal);
+  const now = deps.clock.now();
   const settled = settleBatch(messages, read, outcomes, {
-    now: deps.clock.now(),
+    now,
     maxDelaySeconds: options.maxDelaySeconds,
     policy: deps.retry,
     random: deps.random,
   });
+  // Before the queues are told: while its messages are in flight no later try of these events
+  // writes an outcome, so the last one written is the last that happened. Best effort, bounded.
+  const records = batchOutcomes(messages, read, outcomes, settled, now);
+  const outcomesUntil = Math.min(until, now + BATCH_OUTCOME_BUDGET_MS);
+  await recordOutcomes(deps.outcomes, records, deps, outcomesUntil);
   // Dead letters and delays concern different messages: both at once, bounded by the deadline.
   const [late] = await Promise.all([
     deadLetter(settled.deadLetters, deps, until),

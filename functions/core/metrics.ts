@@ -78,6 +78,13 @@ export const METRICS = {
     means:
       'Per batch: 1 when Mautic’s circuit was not closed at its end (Mautic failing as a whole: its events held for the next probe), else 0.',
   },
+  OutcomeWritesFailed: {
+    unit: 'Count',
+    madeBy: 'addMetric',
+    service: 'batch',
+    means:
+      'Outcome records (contract §1.6) one invocation could not write: delivery went on without them, so `GET /events/{id}` and `events show` lag behind until a later write of the same events.',
+  },
   TokenRefreshed: {
     unit: 'Count',
     madeBy: 'addMetric',

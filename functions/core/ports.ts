@@ -235,6 +235,8 @@ export interface Logger {
 }
 
 export type { MetricUnit } from './metrics.ts';
+export type { OutcomeKey, OutcomeRecord, OutcomeStore } from './outcome-records.ts';
+export { OUTCOME_TABLE } from './outcome-records.ts';
 
 /**
  * Metrics; Powertools' Metrics fits. Only the catalog's metrics (core/metrics.ts), each with

@@ -3,6 +3,7 @@
  * receives, dead-letters and delays, and where a source's unmappable payload goes. Implemented
  * by the SQS adapters, the local stand-ins and test fakes; it imports only data types.
  */
+import type { QueuedEvent } from './events.ts';
 
 /** One queue message: a queued event, serialised, with its FIFO group and deduplication id. */
 export interface OutgoingMessage {
@@ -13,6 +14,8 @@ export interface OutgoingMessage {
   /** Unique per message of one request: a send SQS is asked to repeat queues it once. */
   deduplicationId: string;
   namesRecord?: boolean | undefined;
+  /** What its `queued` outcome says (contract §1.6), read without parsing `body` again. */
+  event?: Pick<QueuedEvent, 'sender' | 'entity' | 'action' | 'receivedAt'>;
 }
 
 /** Where accepted events go; it resolves only when every message is durably queued. */

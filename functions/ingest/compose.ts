@@ -5,6 +5,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDbOutcomeStore } from '../adapters/dynamodb-outcome-store.ts';
 import { DynamoDbRecordCounter } from '../adapters/dynamodb-record-counter.ts';
 import { DynamoDbRequestLedger } from '../adapters/dynamodb-request-ledger.ts';
 import { SecretsManagerIngestCredentials } from '../adapters/secrets-manager-ingest-credentials.ts';
@@ -33,8 +34,9 @@ export interface IngestEdges {
   /** Needed when the configuration names a webhook secret, or sources, in Secrets Manager. */
   secrets?: SecretsManagerClient;
   /**
-   * The de-duplication table's client: needed unless DEDUP_WINDOW_SECONDS and
-   * MAX_RECORD_EVENTS_PER_MINUTE are 0.
+   * DynamoDB's client: needed for the de-duplication table unless DEDUP_WINDOW_SECONDS and
+   * MAX_RECORD_EVENTS_PER_MINUTE are 0, and for the outcome table unless
+   * OUTCOME_RETENTION_SECONDS is 0.
    */
   dynamodb?: DynamoDBClient;
   /**
@@ -59,6 +61,7 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
   const credentials = await ingestCredentials(config, edges, clock);
   const stored = await storedSources(config, edges, clock);
   const { ledger, recordCounter } = dedupTable(config, edges);
+  const outcomes = outcomeStore(config, edges, clock);
   const sources = stored ?? edges.sources;
   // A payload a source cannot map is kept on the dead-letter queue (contract §6).
   if (sources !== undefined && config.deadLetterQueueUrl === undefined) {
@@ -77,6 +80,7 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
       maxRecordEventsPerMinute: config.maxRecordEventsPerMinute,
     },
     ledger,
+    outcomes,
     recordCounter,
     sources,
     sourceDeadLetters:
@@ -88,6 +92,14 @@ export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: 
   // Before each request, so a secret set or rotated is used within the cache period, no deploy.
   if (stored) handler.use({ before: () => stored.refresh() });
   return handler;
+}
+
+/** Where each event's outcome is kept (contract §1.6); none when OUTCOME_RETENTION_SECONDS is 0. */
+function outcomeStore(config: Readonly<IngestConfig>, edges: IngestEdges, clock: Clock) {
+  if (config.outcomes === undefined) return undefined;
+  if (!edges.dynamodb) throw new Error('A DynamoDB client is needed for OUTCOME_TABLE_NAME');
+  const { tableName, retentionSeconds } = config.outcomes;
+  return new DynamoDbOutcomeStore(edges.dynamodb, tableName, { retentionSeconds, clock });
 }
 
 /**

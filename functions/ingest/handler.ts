@@ -4,6 +4,7 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
+import { type Lookup, lookUpEvents } from '../core/ingest/event-lookup.ts';
 import { acceptEvents } from '../core/ingest/ingest.ts';
 import {
   bodyTooLarge,
@@ -19,12 +20,17 @@ export interface IngestHandlerDeps extends SourceIngestDeps {
 }
 
 /** The HTTP API's routes to the ingest function (infra/aws/api.ts; the local front has the same). */
-export const INGEST_ROUTES = { events: '/events', source: '/sources/{name}' } as const;
+export const INGEST_ROUTES = {
+  events: '/events',
+  event: '/events/{eventId}',
+  source: '/sources/{name}',
+} as const;
 const SOURCE_ROUTE_KEY = `POST ${INGEST_ROUTES.source}`;
+const LOOKUP_ROUTE_KEYS = new Set([`GET ${INGEST_ROUTES.events}`, `GET ${INGEST_ROUTES.event}`]);
 
 /**
  * The API Gateway HTTP API (payload 2.0) handler for POST /events and POST /sources/{name}
- * (contract §1, §6). The body is taken as raw bytes (base64-decoded when API Gateway encoded
+ * (contract §1, §6), and for GET /events/{eventId} and GET /events?ids= (§1.6). The body is taken as raw bytes (base64-decoded when API Gateway encoded
  * it) because the signature covers the bytes as sent; its size is checked before it is decoded.
  * An unexpected error answers 500 with a generic message and the request id, and is logged with
  * that id.
@@ -60,12 +66,25 @@ export function createIngestHandler(deps: IngestHandlerDeps) {
         requestId: context.awsRequestId,
         remainingTimeMs: context.getRemainingTimeInMillis?.(),
       };
+      if (LOOKUP_ROUTE_KEYS.has(event.routeKey))
+        return respond(await lookUpEvents(request, lookupOf(event), deps));
       const response =
         event.routeKey === SOURCE_ROUTE_KEY
           ? await acceptSource(event.pathParameters?.name ?? '', request, deps)
           : await acceptEvents(request, deps);
       return respond(response);
     });
+}
+
+/**
+ * What a GET asks for: the event of its path, or the `ids` of its query, read from the raw query
+ * string (every `ids` parameter, joined) so that the cloud and the local front read it alike.
+ */
+function lookupOf(event: APIGatewayProxyEventV2): Lookup {
+  const eventId = event.pathParameters?.eventId;
+  if (eventId !== undefined) return { kind: 'one', eventId };
+  const ids = new URLSearchParams(event.rawQueryString ?? '').getAll('ids');
+  return { kind: 'some', ids: ids.length === 0 ? undefined : ids.join(',') };
 }
 
 /** The body's bytes, or undefined when they would exceed `maxBytes` (known before decoding). */

@@ -39,6 +39,8 @@ export const ENV = {
   CIRCUIT_PROBE_MAX_SECONDS: 'CIRCUIT_PROBE_MAX_SECONDS',
   SOURCES_DOCUMENT: 'SOURCES_DOCUMENT',
   SOURCES_SECRET_PREFIX: 'SOURCES_SECRET_PREFIX',
+  OUTCOME_RETENTION_SECONDS: 'OUTCOME_RETENTION_SECONDS',
+  OUTCOME_TABLE_NAME: 'OUTCOME_TABLE_NAME',
   MAX_RECORD_EVENTS_PER_MINUTE: 'MAX_RECORD_EVENTS_PER_MINUTE',
 } as const;
 
@@ -64,6 +66,8 @@ export const DEFAULTS = Object.freeze({
   retryBaseSeconds: 30,
   retryMaxDelaySeconds: 900,
   retryHorizonSeconds: 86_400, // a day, like EventBridge's retry limit
+  /** How long each event's outcome is kept (contract §1.6): three days. */
+  outcomeRetentionSeconds: 259_200,
   /** Contract §2: ten a second for one record, far more than one contact's changes need. */
   maxRecordEventsPerMinute: 600,
   maxConcurrency: 2, // the event source's concurrent invocations (cdk.json's `maxConcurrency`)
@@ -101,6 +105,18 @@ export const integer = (min: number, max: number, fallback: number) =>
     .optional()
     .transform((value) => value ?? fallback);
 const required = z.string({ error: 'is required' }).min(1, 'is required');
+/** `OUTCOME_RETENTION_SECONDS` (contract §1.6): 0 keeps no outcome, at most 30 days. */
+export const outcomeRetention = integer(0, 2_592_000, DEFAULTS.outcomeRetentionSeconds);
+const outcomeSettings = {
+  [ENV.OUTCOME_RETENTION_SECONDS]: outcomeRetention,
+  [ENV.OUTCOME_TABLE_NAME]: z.string().min(1).optional(),
+};
+/** Where outcomes are kept and how long; undefined: none is (retention 0, or no table set). */
+type OutcomeEnv = { OUTCOME_RETENTION_SECONDS: number; OUTCOME_TABLE_NAME?: string | undefined };
+const outcomesOf = (env: OutcomeEnv) =>
+  env.OUTCOME_RETENTION_SECONDS === 0 || env.OUTCOME_TABLE_NAME === undefined
+    ? undefined
+    : { tableName: env.OUTCOME_TABLE_NAME, retentionSeconds: env.OUTCOME_RETENTION_SECONDS };
 
 const batchSchema = z.object({
   [ENV.MAUTIC_BASE_URL]: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
@@ -126,6 +142,7 @@ const batchSchema = z.object({
   [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
   // The action ledger's and Mautic's health's table, made even with de-duplication off.
   [ENV.DEDUP_TABLE_NAME]: required,
+  ...outcomeSettings,
 });
 
 /** The batch function's configuration. */
@@ -147,6 +164,7 @@ export interface BatchConfig {
   circuit: CircuitSettings;
   /** The table of the action ledger (`addPoints` at most once) and of Mautic's health. */
   actionLedgerTableName: string;
+  outcomes: ReturnType<typeof outcomesOf>;
 }
 
 /** Reads the batch function's environment at cold start; a `ConfigError` names what is wrong. */
@@ -180,6 +198,7 @@ export function loadBatchConfig(
       deliveryConcurrency: values.DELIVERY_CONCURRENCY,
     }),
     actionLedgerTableName: values.DEDUP_TABLE_NAME,
+    outcomes: outcomesOf(values),
   });
 }
 
@@ -256,6 +275,7 @@ const ingestSchema = z
     [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
     [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
     [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
+    ...outcomeSettings,
   })
   .refine((env) => env.SOURCES_DOCUMENT === undefined || env.DEAD_LETTER_QUEUE_URL !== undefined, {
     path: [ENV.DEAD_LETTER_QUEUE_URL],
@@ -307,6 +327,7 @@ export interface IngestConfig {
   sources: { document: string; secretPrefix: string } | undefined;
   /** Where a source's payload that cannot be mapped is kept (contract §6); needed with sources. */
   deadLetterQueueUrl: string | undefined;
+  outcomes: ReturnType<typeof outcomesOf>;
 }
 
 /** Reads and checks the ingest function's environment once, at cold start. */
@@ -332,6 +353,7 @@ export function loadIngestConfig(
         ? undefined
         : { document: values.SOURCES_DOCUMENT, secretPrefix: values.SOURCES_SECRET_PREFIX ?? '' },
     deadLetterQueueUrl: values.DEAD_LETTER_QUEUE_URL,
+    outcomes: outcomesOf(values),
   });
 }
 
@@ -368,33 +390,4 @@ export function loadRefreshConfig(
     refreshTokenLifetimeSeconds: values.REFRESH_TOKEN_LIFETIME_SECONDS,
     mauticTimeoutMs: values.MAUTIC_TIMEOUT_MS,
   });
-}
-
-/**
- * The Secrets Manager names of one environment's secrets (the stack's and the CLI's): the Mautic
- * credential, the tokens, the sender credentials and each source's prefix (`sourceSecretName`).
- */
-export function secretNames(environment: string): {
-  client: string;
-  token: string;
-  webhook: string;
-  sourcePrefix: string;
-} {
-  if (!/^[a-z][a-z0-9-]{0,31}$/.test(environment)) {
-    throw new ConfigError(
-      'The environment name must be lower-case letters, digits and dashes, starting with a letter',
-    );
-  }
-  const prefix = `MauticRelay/${environment}`;
-  return {
-    client: `${prefix}/client`,
-    token: `${prefix}/token`,
-    webhook: `${prefix}/webhook`,
-    sourcePrefix: `${prefix}/sources/`,
-  };
-}
-
-/** The secret of one source (contract §6) of an environment: `MauticRelay/<env>/sources/<name>`. */
-export function sourceSecretName(environment: string, source: string): string {
-  return `${secretNames(environment).sourcePrefix}${source}`;
 }

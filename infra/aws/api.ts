@@ -8,8 +8,8 @@ import type { RelaySettings } from './environments.ts';
 import type { RelayFunction } from './relay-function.ts';
 
 /**
- * The HTTP API: `POST /events` and `POST /sources/{name}` (contract §1, §6) to the ingest
- * function, on a throttled stage with access logs.
+ * The HTTP API: `POST /events` and `POST /sources/{name}` (contract §1, §6), `GET /events` and
+ * `GET /events/{eventId}` (§1.6) to the ingest function, on a throttled stage with access logs.
  */
 export function ingestApi(
   stack: Stack,
@@ -55,10 +55,13 @@ export function ingestApi(
       ),
     },
   });
-  // One integration for both routes; each route gets its own permission to invoke the function.
+  // One integration for every route; each route gets its own permission to invoke the function.
   const integration = new HttpLambdaIntegration('IngestIntegration', ingest.function);
   for (const path of [INGEST_ROUTES.events, INGEST_ROUTES.source]) {
     api.addRoutes({ path, methods: [apigw.HttpMethod.POST], integration });
+  }
+  for (const path of [INGEST_ROUTES.events, INGEST_ROUTES.event]) {
+    api.addRoutes({ path, methods: [apigw.HttpMethod.GET], integration });
   }
   return api;
 }

@@ -150,6 +150,12 @@ const settingsSchema = z.strictObject({
   /** How long a request id is remembered (`DEDUP_WINDOW_SECONDS`); 0 turns de-duplication off. */
   dedupWindowSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
   /**
+   * How long each event's outcome is kept (`OUTCOME_RETENTION_SECONDS`, contract §1.6), at most
+   * 30 days; 0 keeps none (GET /events answers 404 outcomes_disabled, the functions are granted
+   * nothing on the outcome table).
+   */
+  outcomeRetentionSeconds: z.number().int().min(0).max(MAX_DEDUP_WINDOW_SECONDS),
+  /**
    * The most events one record may have accepted in a minute (`MAX_RECORD_EVENTS_PER_MINUTE`,
    * contract §2); 0 turns the bound off.
    */

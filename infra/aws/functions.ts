@@ -6,7 +6,8 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { metricsNamespace } from '../../functions/core/metrics.ts';
 import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
-import { ENV, secretNames } from '../../functions/shared/config.ts';
+import { ENV } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import { type RelaySettings, refreshPolicy, secretWriteWarning } from './environments.ts';
 import { RelayFunction, type RelayFunctionProps } from './relay-function.ts';
 import type { RelayQueues, RelaySecrets } from './storage.ts';
@@ -25,6 +26,8 @@ export interface FunctionResources {
   readonly queues: RelayQueues;
   readonly secrets: RelaySecrets;
   readonly dedupTable: dynamodb.Table;
+  /** Each event's outcome (contract §1.6). */
+  readonly outcomeTable: dynamodb.Table;
   readonly retry: RetryPolicy;
 }
 
@@ -99,7 +102,14 @@ function batchFunction(
   stack: Stack,
   settings: RelaySettings,
   common: Common,
-  { queues, secrets, dedupTable, retry, refresh }: FunctionResources & { refresh: RelayFunction },
+  {
+    queues,
+    secrets,
+    dedupTable,
+    outcomeTable,
+    retry,
+    refresh,
+  }: FunctionResources & { refresh: RelayFunction },
 ): RelayFunction {
   const batch = new RelayFunction(stack, 'Batch', {
     ...common,
@@ -126,6 +136,7 @@ function batchFunction(
       // The pacing's ceiling of calls in flight: every invocation the event source may run.
       [ENV.MAX_CONCURRENCY]: String(settings.maxConcurrency),
       [ENV.DEDUP_TABLE_NAME]: dedupTable.tableName,
+      ...outcomeEnvironment(settings, outcomeTable),
     },
   });
   // From a FIFO queue the event source hands over at most 10 messages and has no batching
@@ -152,7 +163,18 @@ function batchFunction(
     ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
     dedupTable.tableArn,
   );
+  // Each batch's outcomes, 25 a call: written, never read.
+  if (settings.outcomeRetentionSeconds > 0)
+    allow(batch, ['dynamodb:BatchWriteItem'], outcomeTable.tableArn);
   return batch;
+}
+
+/** The outcome table and its retention, as both functions read them (0: they keep none). */
+function outcomeEnvironment(settings: RelaySettings, outcomeTable: dynamodb.Table) {
+  return {
+    [ENV.OUTCOME_TABLE_NAME]: outcomeTable.tableName,
+    [ENV.OUTCOME_RETENTION_SECONDS]: String(settings.outcomeRetentionSeconds),
+  };
 }
 
 /** The ingest function behind the API: checks requests, remembers their ids, enqueues events. */
@@ -160,7 +182,7 @@ function ingestFunction(
   stack: Stack,
   settings: RelaySettings,
   common: Common,
-  { queues, secrets, dedupTable }: FunctionResources,
+  { queues, secrets, dedupTable, outcomeTable }: FunctionResources,
 ): RelayFunction {
   const ingest = new RelayFunction(stack, 'Ingest', {
     ...common,
@@ -174,6 +196,7 @@ function ingestFunction(
       [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: String(settings.maxRecordEventsPerMinute),
       ...(settings.entities === 'standard' ? {} : { [ENV.ENTITIES]: settings.entities.join(',') }),
       [ENV.CONTACT_MATCH_FIELDS]: settings.contactMatchFields.join(','),
+      ...outcomeEnvironment(settings, outcomeTable),
       ...(settings.sources.length === 0
         ? {}
         : {
@@ -192,6 +215,10 @@ function ingestFunction(
     dedupTable.tableArn,
   );
   allow(ingest, ['sqs:SendMessage'], queues.events.queueArn);
+  // Each accepted event's `queued` (a source's ignored payload too), and GET /events' reads.
+  if (settings.outcomeRetentionSeconds > 0) {
+    allow(ingest, ['dynamodb:BatchGetItem', 'dynamodb:BatchWriteItem'], outcomeTable.tableArn);
+  }
   // A source's payload that cannot be mapped is kept there, as a dead letter (contract §6).
   if (settings.sources.length > 0) {
     allow(ingest, ['sqs:SendMessage'], queues.deadLetter.queueArn);

@@ -3,13 +3,13 @@ import type * as apigw from 'aws-cdk-lib/aws-apigatewayv2';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import { ingestApi } from './api.ts';
 import type { RelaySettings } from './environments.ts';
 import { relayFunctions } from './functions.ts';
 import { alarmsAndDashboard } from './observability.ts';
 import type { RelayFunction } from './relay-function.ts';
-import { dedupTable, relayQueues, relaySecrets } from './storage.ts';
+import { dedupTable, outcomeTable, relayQueues, relaySecrets } from './storage.ts';
 
 export interface RelayStackProps extends StackProps {
   readonly settings: RelaySettings;
@@ -30,6 +30,7 @@ export class RelayStack extends Stack {
   readonly deadLetterQueue: sqs.Queue;
   readonly api: apigw.HttpApi;
   readonly dedupTable: dynamodb.Table;
+  readonly outcomeTable: dynamodb.Table;
 
   constructor(scope: Construct, id: string, props: RelayStackProps) {
     // Bound to the environment's account and region: a deploy with other credentials refuses.
@@ -53,10 +54,12 @@ export class RelayStack extends Stack {
       settings.sources.map((source) => source.name),
     );
     this.dedupTable = dedupTable(this, dataPolicy, settings.retainData);
+    this.outcomeTable = outcomeTable(this, dataPolicy);
     const functions = relayFunctions(this, settings, {
       queues,
       secrets,
       dedupTable: this.dedupTable,
+      outcomeTable: this.outcomeTable,
       retry,
     });
     this.api = ingestApi(this, settings, functions.ingest);
@@ -67,11 +70,12 @@ export class RelayStack extends Stack {
     this.refresh = functions.refresh;
     this.eventsQueue = queues.events;
     this.deadLetterQueue = queues.deadLetter;
-    this.outputs(settings.name, dashboard.dashboardName);
+    this.outputs(settings, dashboard.dashboardName);
   }
 
   /** What the operator commands read to find this environment (infra/cli/target.ts). */
-  private outputs(environment: string, dashboardName: string): void {
+  private outputs(settings: RelaySettings, dashboardName: string): void {
+    const environment = settings.name;
     const names = secretNames(environment);
     new CfnOutput(this, 'IngestUrl', { value: `${this.api.apiEndpoint}/events` });
     new CfnOutput(this, 'EventsQueueUrl', { value: this.eventsQueue.queueUrl });
@@ -87,5 +91,10 @@ export class RelayStack extends Stack {
     new CfnOutput(this, 'DashboardName', { value: dashboardName });
     // sources and redrive --env read the sources document the ingest runs with from it.
     new CfnOutput(this, 'IngestFunctionName', { value: this.ingest.function.functionName });
+    // events --env reads each event's outcome there, and says so when none is kept.
+    new CfnOutput(this, 'OutcomeTableName', { value: this.outcomeTable.tableName });
+    new CfnOutput(this, 'OutcomeRetentionSeconds', {
+      value: String(settings.outcomeRetentionSeconds),
+    });
   }
 }

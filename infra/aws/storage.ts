@@ -2,13 +2,10 @@ import { Duration, type RemovalPolicy, SecretValue, type Stack, Validations } fr
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { OUTCOME_TABLE } from '../../functions/core/outcome-records.ts';
 import { queueRetentionSeconds, type RetryPolicy } from '../../functions/core/retry-policy.ts';
-import {
-  DEDUP_TABLE_KEY,
-  DEDUP_TTL_ATTRIBUTE,
-  secretNames,
-  sourceSecretName,
-} from '../../functions/shared/config.ts';
+import { DEDUP_TABLE_KEY, DEDUP_TTL_ATTRIBUTE } from '../../functions/shared/config.ts';
+import { secretNames, sourceSecretName } from '../../functions/shared/secret-names.ts';
 import type { RelaySettings } from './environments.ts';
 
 /*
@@ -189,5 +186,23 @@ export function dedupTable(
           deletionProtection: true,
         }
       : {}),
+  });
+}
+
+/**
+ * Each event's outcome (contract §1.6): ids, statuses and times, two small records per event (the
+ * ingest's `queued`, the batch function's latest), keyed by the event's id and `<slot>#<sender>`,
+ * each swept by TTL `OUTCOME_RETENTION_SECONDS` after its write. A table of its own, not the
+ * de-duplication table: the functions are granted exactly its batch reads and writes, and
+ * nothing of the request ids or the action ledger. On demand, like the traffic it follows.
+ */
+export function outcomeTable(stack: Stack, removalPolicy: RemovalPolicy): dynamodb.Table {
+  return new dynamodb.Table(stack, 'OutcomeTable', {
+    partitionKey: { name: OUTCOME_TABLE.partitionKey, type: dynamodb.AttributeType.STRING },
+    sortKey: { name: OUTCOME_TABLE.sortKey, type: dynamodb.AttributeType.STRING },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    timeToLiveAttribute: OUTCOME_TABLE.ttl,
+    encryption: dynamodb.TableEncryption.AWS_MANAGED,
+    removalPolicy,
   });
 }

@@ -4,6 +4,7 @@ import { consoleCommand } from './console/console-command.ts';
 import { deadLettersCommand } from './dead-letters.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { EXIT, SetupError, UsageError } from './errors.ts';
+import { eventsCommand } from './events.ts';
 import { mauticCommand } from './mautic-command.ts';
 import { authorizeCommand, credentialsCommand } from './operator-commands.ts';
 import { parseOptions } from './options.ts';
@@ -22,6 +23,7 @@ const COMMANDS: ReadonlyArray<Command> = [
   statusCommand,
   deadLettersCommand,
   redriveCommand,
+  eventsCommand,
   sendersCommand,
   sourcesCommand,
   mauticCommand,

@@ -1,5 +1,6 @@
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { DEAD_LETTER_REASONS } from '../../functions/core/dead-letter-reasons.ts';
+import { CONTACT_ACTIONS } from '../../functions/core/events.ts';
 import type { CliIo, Values } from './command.ts';
 import { DEFAULT_HIDE_SECONDS, type DeadLetterFilters } from './dead-letter-queue.ts';
 import { UsageError } from './errors.ts';
@@ -24,7 +25,7 @@ function reasonsHelp(): string {
 export const FILTER_HELP = `  --reason R   only this reason, one of:
                ${reasonsHelp()}
   --entity E   only this entity (contacts, companies, …)
-  --action A   only create, edit or delete
+  --action A   only this action: create, edit, delete, or an integrator action (addToSegment, …)
   --since T    only dead letters from the last T (90s, 30m, 2h, 7d) or since an ISO 8601 time`;
 
 export const filterOptions = {
@@ -48,8 +49,9 @@ export function checkFilters(values: Values, io: CliIo, defaultLimit: number): D
   if (entity !== undefined && !/^[a-z][a-zA-Z]{1,63}$/.test(entity))
     throw new UsageError('--entity must be a Mautic entity such as contacts');
   const action = text('action');
-  if (action !== undefined && !['create', 'edit', 'delete'].includes(action))
-    throw new UsageError('--action must be create, edit or delete');
+  const actions = ['create', 'edit', 'delete', ...Object.keys(CONTACT_ACTIONS)];
+  if (action !== undefined && !actions.includes(action))
+    throw new UsageError(`--action must be one of: ${actions.join(', ')}`);
   const sinceText = text('since');
   const since = sinceText === undefined ? undefined : parseSince(sinceText, io.now());
   if (sinceText !== undefined && since === undefined)
@@ -61,7 +63,7 @@ export function checkFilters(values: Values, io: CliIo, defaultLimit: number): D
 }
 
 /** `--since`: `90s`, `30m`, `2h`, `7d`, or an ISO 8601 time; undefined when it is neither. */
-function parseSince(text: string, now: number): number | undefined {
+export function parseSince(text: string, now: number): number | undefined {
   const relative = text.match(/^(\d+)([smhd])$/);
   if (relative) {
     const unit = { s: 1, m: 60, h: 3600, d: 86_400 }[relative[2] as 's' | 'm' | 'h' | 'd'];

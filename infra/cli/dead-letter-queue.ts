@@ -13,7 +13,10 @@ import {
  * deletes of letters read.
  */
 
-/** One dead letter as the commands show it (contract §4); `data` only with `--show-data`. */
+/**
+ * One dead letter as the commands show it (contract §4); with `--show-data` only, the record's
+ * `id` and `data`, or an integrator action's own fields and the `match` reference it named.
+ */
 export interface DeadLetterItem {
   eventId: string | null;
   entity: string | null;
@@ -27,6 +30,25 @@ export interface DeadLetterItem {
   data?: unknown;
   /** A source's payload that could not be mapped (`mapping_failed`): the source's name. */
   source?: string;
+  match?: unknown;
+  segmentId?: unknown;
+  campaignId?: unknown;
+  companyId?: unknown;
+  points?: unknown;
+  channel?: unknown;
+}
+
+/** What an integrator action names beside its contact (contract §5): shown with `--show-data`. */
+const ACTION_FIELDS = ['match', 'segmentId', 'campaignId', 'companyId', 'points', 'channel'];
+
+/** The action fields a queued event holds, each it has. */
+function actionFields(event: Record<string, unknown>): Partial<DeadLetterItem> {
+  return Object.fromEntries(
+    ACTION_FIELDS.filter((field) => event[field] !== undefined).map((field) => [
+      field,
+      event[field],
+    ]),
+  );
 }
 
 export interface DeadLetterFilters {
@@ -281,6 +303,7 @@ function describe(message: Message): Scanned {
       // A source's payload that could not be mapped (contract §6): what `sources test` takes.
       data: typeof event.source === 'string' ? event.body : event.data,
       ...sourceOf(attribute('relay.source') ?? event.source),
+      ...actionFields(event),
     },
   };
 }

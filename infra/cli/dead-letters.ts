@@ -58,7 +58,10 @@ ${FILTER_HELP}
       if (values.json) {
         const { complete: _complete, ...json } = list;
         io.stdout(JSON.stringify(json));
-      } else for (const line of deadLetterLines(list, showData)) io.stdout(line);
+      } else {
+        const where = target.local ? '--local' : `--env ${target.name}`;
+        for (const line of deadLetterLines(list, showData, where)) io.stdout(line);
+      }
       if (!list.complete)
         io.stderr(
           "The counts are partial: the queue is too large to read in one go, another read (or one that was stopped) still hides some dead letters for up to a minute, or a record has more dead letters than a read can show (the queue hands out a record's later dead letters only once its earlier ones are gone: a redrive moves them in turn).\n",
@@ -98,11 +101,14 @@ export async function listDeadLetters(
       count++;
       byReason[letter.item.reason] = (byReason[letter.item.reason] ?? 0) + 1;
       const { id, data, ...rest } = letter.item;
+      const { match, segmentId, campaignId, companyId, points, channel, ...plain } = rest;
+      const fields = { match, segmentId, campaignId, companyId, points, channel };
+      const shown = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
       newest.add(
         letter.deadLetteredMs,
         options.showData
-          ? { ...rest, id: id ?? null, data }
-          : { ...rest, detail: maskedDetail(rest.detail) },
+          ? { ...plain, id: id ?? null, data, ...shown }
+          : { ...plain, detail: maskedDetail(plain.detail) },
       );
     }
     return new Set();
@@ -133,7 +139,7 @@ function newestItems(limit: number) {
   };
 }
 
-function deadLetterLines(list: DeadLetterList, showData: boolean): string[] {
+function deadLetterLines(list: DeadLetterList, showData: boolean, target: string): string[] {
   const reasons = Object.entries(list.byReason)
     .sort(([, a], [, b]) => b - a)
     .map(([reason, count]) => `${reason} ${count}`)
@@ -150,8 +156,26 @@ function deadLetterLines(list: DeadLetterList, showData: boolean): string[] {
     lines.push(
       `  ${item.deadLetteredAt ?? '?'}  ${item.reason}${item.status === null ? '' : ` ${item.status}`}  ${item.source === undefined ? `${item.entity ?? '?'} ${item.action ?? '?'}` : `source ${item.source}`}  ${item.eventId ?? '(no event id)'}${detail}`,
     );
-    if (showData)
-      lines.push(`      id ${item.id ?? '-'} data ${JSON.stringify(item.data ?? null)}`);
+    if (showData) lines.push(`      ${dataText(item)}`);
   }
+  if (list.items.some((item) => item.eventId !== null))
+    lines.push(`What became of each event: npx mautic-relay events show EVENT_ID ${target}`);
   return lines;
 }
+
+/** `--show-data`: the record id and data, or an action's own fields and the `match` it named. */
+function dataText(item: DeadLetterItem): string {
+  const fields = ACTION_FIELDS_SHOWN.filter((field) => item[field] !== undefined).map(
+    (field) => `${field} ${JSON.stringify(item[field])}`,
+  );
+  return [`id ${item.id ?? '-'}`, ...fields, `data ${JSON.stringify(item.data ?? null)}`].join(' ');
+}
+
+const ACTION_FIELDS_SHOWN = [
+  'match',
+  'segmentId',
+  'campaignId',
+  'companyId',
+  'points',
+  'channel',
+] as const;

@@ -1,7 +1,7 @@
 import { DescribeStacksCommand, type Stack } from '@aws-sdk/client-cloudformation';
 import { GetAccountSettingsCommand, GetFunctionConcurrencyCommand } from '@aws-sdk/client-lambda';
 import { DescribeSecretCommand } from '@aws-sdk/client-secrets-manager';
-import { secretNames, sourceSecretName } from '../../functions/shared/config.ts';
+import { secretNames, sourceSecretName } from '../../functions/shared/secret-names.ts';
 import type { RelaySettings } from '../aws/environments.ts';
 import type { DoctorCheck, DoctorDeps, Reached, StackState } from './doctor-types.ts';
 

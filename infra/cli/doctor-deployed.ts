@@ -2,7 +2,7 @@ import { GetEventSourceMappingCommand } from '@aws-sdk/client-lambda';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { ListSubscriptionsByTopicCommand } from '@aws-sdk/client-sns';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import type { RelaySettings } from '../aws/environments.ts';
 import type { DoctorCheck, DoctorDeps, Reached } from './doctor-types.ts';
 

@@ -32,6 +32,8 @@ const endpointsSchema = z.looseObject({
   /** dynalite and its de-duplication table, which holds Mautic's shared health (`status`). */
   dynamodbEndpoint: z.string().optional(),
   dedupTableName: z.string().optional(),
+  /** The outcome table (contract §1.6) in the same dynalite; absent in older files. */
+  outcomeTableName: z.string().optional(),
   /** The Mautic the local stack delivers to (its embedded simulator's, or MAUTIC_BASE_URL). */
   mauticUrl: z.string().optional(),
   /** The local stack's control endpoint (`POST /refresh` runs the refresher now). */
@@ -43,6 +45,8 @@ const endpointsSchema = z.looseObject({
   /** The ingest's ENTITIES and CONTACT_MATCH_FIELDS, which `sources test` checks events with. */
   entities: z.array(z.string()).optional(),
   contactMatchFields: z.array(z.string()).optional(),
+  /** 0: the stack keeps no outcomes. */
+  outcomeRetentionSeconds: z.number().int().optional(),
   /** The `npm start` process: a file whose process is gone is stale. */
   pid: z.number().int(),
   startedAt: z.string(),

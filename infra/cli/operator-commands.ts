@@ -15,7 +15,8 @@ import {
   clientSecretSchema,
   type TokenSecret,
 } from '../../functions/core/token-secret.ts';
-import { DEFAULTS, secretNames } from '../../functions/shared/config.ts';
+import { DEFAULTS } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import type { Command } from './command.ts';
 import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';

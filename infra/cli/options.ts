@@ -1,5 +1,5 @@
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import type { CliIo, Command, Values } from './command.ts';
 import { environmentRegion } from './environment-region.ts';
 import { awsCall, UsageError } from './errors.ts';

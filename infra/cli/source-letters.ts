@@ -3,9 +3,9 @@ import { SourceConfigError } from '../../functions/core/errors.ts';
 import type { OutgoingMessage } from '../../functions/core/queue-ports.ts';
 import {
   mappingFailureText,
-  mapSourcePayload,
   withoutPayloadValues,
-} from '../../functions/core/sources/source-endpoint.ts';
+} from '../../functions/core/sources/mapping-failures.ts';
+import { mapSourcePayload } from '../../functions/core/sources/source-endpoint.ts';
 import { type CompiledSource, compileSources } from '../../functions/core/sources/sources.ts';
 import { SetupError } from './errors.ts';
 import type { SourcesInUse } from './sources.ts';
@@ -73,7 +73,7 @@ export function sourceRemapper(load: () => SourcesInUse | Promise<SourcesInUse>)
       idBase: letter.eventId,
       newId: randomUUID,
     });
-    if (mapping.kind === 'ignored') return mapping;
+    if (mapping.kind === 'ignored') return { kind: 'ignored' };
     if (mapping.kind === 'mapped') return { kind: 'events', messages: mapping.messages };
     // A failed filter or key says `Source "<name>": …` itself.
     const error = mappingFailureText(mapping.failure).replace(`Source "${letter.source}": `, '');

@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import {
-  mappingFailureText,
-  mapSourcePayload,
-} from '../../functions/core/sources/source-endpoint.ts';
+import { mappingFailureText } from '../../functions/core/sources/mapping-failures.ts';
+import { mapSourcePayload } from '../../functions/core/sources/source-endpoint.ts';
 import { type CompiledSource, compileSources } from '../../functions/core/sources/sources.ts';
 import { UsageError } from './errors.ts';
 import { definitionOf, type SourcesInUse } from './sources.ts';

@@ -10,7 +10,8 @@ import {
   parseSourceSecret,
 } from '../../functions/core/sources/source-registry.ts';
 import { compileSources } from '../../functions/core/sources/sources.ts';
-import { DEFAULTS, sourceSecretName } from '../../functions/shared/config.ts';
+import { DEFAULTS } from '../../functions/shared/config.ts';
+import { sourceSecretName } from '../../functions/shared/secret-names.ts';
 import type { CliIo, Command, Values } from './command.ts';
 import { clientConfig } from './environment-region.ts';
 import { awsCall, EXIT, UsageError } from './errors.ts';

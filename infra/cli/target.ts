@@ -25,6 +25,11 @@ export interface Target {
   cloudwatch: CloudWatchClient | undefined;
   /** The de-duplication table, which holds Mautic's shared health (`status`); unknown: none. */
   table?: { dynamodb: DynamoDBClient; name: string };
+  /**
+   * The outcome table of each event (contract §1.6) and its retention (0: none is kept);
+   * undefined for a relay of a version before it.
+   */
+  outcomes?: { dynamodb: DynamoDBClient; tableName: string; retentionSeconds: number } | undefined;
   /** The Mautic a local stack delivers to (`mautic --local` reads it); none for --env. */
   mauticUrl?: string | undefined;
 }
@@ -42,6 +47,8 @@ export const OUTPUTS = {
   dashboardName: 'DashboardName',
   dedupTableName: 'DedupTableName',
   ingestFunctionName: 'IngestFunctionName',
+  outcomeTableName: 'OutcomeTableName',
+  outcomeRetentionSeconds: 'OutcomeRetentionSeconds',
 } as const;
 
 /** A deployed stack's outputs: `require` names what to do when one is missing. */
@@ -104,7 +111,22 @@ export async function environmentTarget(environment: string): Promise<Target> {
     secrets: new SecretsManagerClient(aws),
     cloudwatch: new CloudWatchClient(aws),
     ...(table === undefined ? {} : { table: { dynamodb: new DynamoDBClient(aws), name: table } }),
+    outcomes: outcomesOf(
+      outputs.get(OUTPUTS.outcomeTableName),
+      Number(outputs.get(OUTPUTS.outcomeRetentionSeconds)),
+      () => new DynamoDBClient(aws),
+    ),
   };
+}
+
+/** The outcome table, when the relay has one (a version before it has none). */
+function outcomesOf(
+  tableName: string | undefined,
+  retentionSeconds: number,
+  client: () => DynamoDBClient,
+): Target['outcomes'] {
+  if (tableName === undefined || !Number.isInteger(retentionSeconds)) return undefined;
+  return { dynamodb: client(), tableName, retentionSeconds };
 }
 
 /** The running `npm start`, from the endpoints file it keeps while it runs. */
@@ -143,6 +165,11 @@ export function localTarget(env: Readonly<Record<string, string | undefined>>): 
             name: endpoints.dedupTableName,
           },
         }),
+    outcomes: outcomesOf(
+      endpoints.dynamodbEndpoint && endpoints.outcomeTableName,
+      endpoints.outcomeRetentionSeconds ?? Number.NaN,
+      () => new DynamoDBClient({ ...local, endpoint: endpoints.dynamodbEndpoint ?? '' }),
+    ),
   };
 }
 
@@ -152,4 +179,5 @@ export function closeTarget(target: Target): void {
   target.secrets.destroy();
   target.cloudwatch?.destroy();
   target.table?.dynamodb.destroy();
+  target.outcomes?.dynamodb.destroy();
 }

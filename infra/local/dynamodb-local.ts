@@ -1,10 +1,13 @@
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
+import { OUTCOME_TABLE } from '../../functions/core/ports.ts';
 import { DEDUP_TABLE_KEY } from '../../functions/shared/config.ts';
 import { listenOnLoopback } from '../../mautic-simulator/loopback.ts';
 
-/** The table's name in the local store. */
+/** The tables' names in the local store. */
 export const LOCAL_DEDUP_TABLE = 'mautic-relay-dedup';
+const LOCAL_OUTCOME_TABLE = 'mautic-relay-outcomes';
 
 /** dynalite, a DynamoDB implementation on npm, in memory on 127.0.0.1: the local de-duplication store. */
 export interface LocalDynamoDb {
@@ -14,6 +17,8 @@ export interface LocalDynamoDb {
   readonly client: DynamoDBClient;
   /** Creates a table shaped as the stack's de-duplication table (key `id`). */
   createDedupTable(name: string): Promise<void>;
+  /** Creates a table shaped as the stack's outcome table (event id, and slot and sender). */
+  createOutcomeTable(name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -34,6 +39,24 @@ export async function startLocalDynamoDb(port = 0): Promise<LocalDynamoDb> {
           BillingMode: 'PAY_PER_REQUEST',
           AttributeDefinitions: [{ AttributeName: DEDUP_TABLE_KEY, AttributeType: 'S' }],
           KeySchema: [{ AttributeName: DEDUP_TABLE_KEY, KeyType: 'HASH' }],
+        }),
+      );
+      await untilActive(client, name);
+    },
+    async createOutcomeTable(name) {
+      const { partitionKey, sortKey } = OUTCOME_TABLE;
+      await client.send(
+        new CreateTableCommand({
+          TableName: name,
+          BillingMode: 'PAY_PER_REQUEST',
+          AttributeDefinitions: [
+            { AttributeName: partitionKey, AttributeType: 'S' },
+            { AttributeName: sortKey, AttributeType: 'S' },
+          ],
+          KeySchema: [
+            { AttributeName: partitionKey, KeyType: 'HASH' },
+            { AttributeName: sortKey, KeyType: 'RANGE' },
+          ],
         }),
       );
       await untilActive(client, name);
@@ -59,36 +82,85 @@ export function dynamoDbClient(endpoint: string): DynamoDBClient {
   });
 }
 
+/** Marks the thread started below, so another worker importing this module starts none. */
+const DYNALITE_THREAD = 'mautic-relay:dynalite-thread';
+const THREAD_TIMEOUT_MS = 20_000;
+
+if (!isMainThread && parentPort && workerData === DYNALITE_THREAD) {
+  const port = parentPort;
+  try {
+    const store = await startLocalDynamoDb();
+    port.once(
+      'message',
+      () => void store.close().finally(() => port.postMessage({ closed: true })),
+    );
+    await store.createDedupTable(LOCAL_DEDUP_TABLE);
+    await store.createOutcomeTable(LOCAL_OUTCOME_TABLE);
+    port.postMessage({ endpoint: store.endpoint });
+  } catch (error) {
+    port.postMessage({ error: error instanceof Error ? error.message : String(error) });
+  }
+}
+
 /**
- * The local stack's de-duplication table: dynalite with the table the ingest and the batch
- * function are given. It runs whatever the window: with de-duplication off (0) the ingest keeps
- * no request ids, but the batch function's action ledger lives there too, as in the cloud.
+ * The local stack's tables: dynalite with the de-duplication table the ingest and the batch
+ * function are given, and the outcome table (contract §1.6). It runs whatever the window: with
+ * de-duplication off (0) the ingest keeps no request ids, but the batch function's action ledger
+ * lives there too, as in the cloud; and the outcome table is made whatever the retention, as the
+ * stack makes it. On a worker thread of its own: DynamoDB is not on the functions' CPU in the
+ * cloud, and every event's outcomes, written by both functions, would otherwise take the batch
+ * handler's event loop (200 records, a batch's, took dynalite 90 ms to 0.5 s of it).
  */
 export async function startDedupStore(windowSeconds: number): Promise<{
   client: DynamoDBClient;
   /** Where the store listens, for clients of other threads. */
   endpoint: string;
   tableName: string;
+  outcomeTableName: string;
   description: string;
   close(): Promise<void>;
 }> {
-  const store = await startLocalDynamoDb();
-  try {
-    await store.createDedupTable(LOCAL_DEDUP_TABLE);
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
-  const where = `dynalite at ${store.endpoint}`;
+  const worker = new Worker(new URL(import.meta.url), { workerData: DYNALITE_THREAD });
+  let closed: () => void = () => {};
+  const endpoint = await new Promise<string>((resolve, reject) => {
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      void worker.terminate();
+      reject(error);
+    };
+    const timer = setTimeout(
+      () => fail(new Error(`dynalite did not start within ${THREAD_TIMEOUT_MS} ms`)),
+      THREAD_TIMEOUT_MS,
+    );
+    worker.on('message', (message: { endpoint?: string; error?: string; closed?: true }) => {
+      if (message.closed) return closed();
+      if (message.error !== undefined) return fail(new Error(message.error));
+      clearTimeout(timer);
+      resolve(message.endpoint ?? '');
+    });
+    worker.once('error', fail);
+  });
+  const client = dynamoDbClient(endpoint);
+  const where = `dynalite at ${endpoint}`;
   return {
-    client: store.client,
-    endpoint: store.endpoint,
+    client,
+    endpoint,
     tableName: LOCAL_DEDUP_TABLE,
+    outcomeTableName: LOCAL_OUTCOME_TABLE,
     description:
       windowSeconds === 0
         ? `off (DEDUP_WINDOW_SECONDS=0); the action ledger in ${where}`
         : `${where}, request ids kept ${windowSeconds} s`,
-    close: () => store.close(),
+    async close() {
+      client.destroy();
+      // Bounded: a thread that does not say it closed is ended all the same.
+      await new Promise<void>((resolve) => {
+        closed = resolve;
+        worker.postMessage('close');
+        setTimeout(resolve, THREAD_TIMEOUT_MS).unref();
+      });
+      await worker.terminate();
+    },
   };
 }
 

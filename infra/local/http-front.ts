@@ -1,6 +1,6 @@
 /**
- * A local stand-in for the stack's API Gateway HTTP API, whose routes, `POST /events` and
- * `POST /sources/{name}`, lead to the ingest function: each request becomes the payload 2.0 event
+ * A local stand-in for the stack's API Gateway HTTP API, whose routes, `POST /events`,
+ * `POST /sources/{name}`, `GET /events` and `GET /events/{eventId}`, lead to the ingest function: each request becomes the payload 2.0 event
  * API Gateway would send, the handler runs with a Lambda Context and timeout, and its answer is
  * written back as API Gateway writes it. Any other method or path answers API Gateway's 404. The local stack
  * (`npm start`), the CLI tests and the ingest benchmark run the real ingest handler behind it.
@@ -92,7 +92,7 @@ export async function startHttpFront(options: HttpFrontOptions): Promise<HttpFro
       return send(res, 503, { 'content-type': 'application/json' }, SERVICE_UNAVAILABLE);
     }
     const [rawPath = '/', rawQueryString = ''] = (req.url ?? '/').split(/\?(.*)/s);
-    const route = req.method === 'POST' ? routeOf(rawPath) : undefined;
+    const route = routeOf(req.method ?? '', rawPath);
     if (route === undefined) {
       // Node discards the unread body itself once the answer is written.
       return send(res, 404, { 'content-type': 'application/json' }, NOT_FOUND);
@@ -150,20 +150,25 @@ interface Route {
 }
 
 /**
- * The route a POST to `rawPath` takes, or undefined (API Gateway's 404). API Gateway decodes the
- * path before it matches routes, so a percent-encoded name arrives decoded, as here.
+ * The route a request to `rawPath` takes, or undefined (API Gateway's 404). API Gateway decodes
+ * the path before it matches routes, so a percent-encoded name arrives decoded, as here.
  */
-function routeOf(rawPath: string): Route | undefined {
-  if (rawPath === '/events') return { routeKey: 'POST /events' };
-  const name = /^\/sources\/([^/]+)$/.exec(rawPath)?.[1];
-  if (name === undefined) return undefined;
-  let decoded = name;
+function routeOf(method: string, rawPath: string): Route | undefined {
+  if (rawPath === '/events' && (method === 'POST' || method === 'GET'))
+    return { routeKey: `${method} /events` };
+  const [, parent, parameter] = /^\/(sources|events)\/([^/]+)$/.exec(rawPath) ?? [];
+  if (parameter === undefined) return undefined;
+  let decoded = parameter;
   try {
-    decoded = decodeURIComponent(name);
+    decoded = decodeURIComponent(parameter);
   } catch {
-    // A malformed escape is passed on as it came: it names no source.
+    // A malformed escape is passed on as it came: it names no source, and no event.
   }
-  return { routeKey: 'POST /sources/{name}', pathParameters: { name: decoded } };
+  if (parent === 'sources' && method === 'POST')
+    return { routeKey: 'POST /sources/{name}', pathParameters: { name: decoded } };
+  if (parent === 'events' && method === 'GET')
+    return { routeKey: 'GET /events/{eventId}', pathParameters: { eventId: decoded } };
+  return undefined;
 }
 
 /** The payload 2.0 event API Gateway builds for this request. */
@@ -210,7 +215,7 @@ function toEvent(
       domainName,
       domainPrefix: domainName.split('.')[0] ?? domainName,
       http: {
-        method: 'POST',
+        method: req.method ?? 'POST',
         path: rawPath,
         protocol: `HTTP/${req.httpVersion}`,
         sourceIp,

@@ -8,7 +8,9 @@ type Extra = Record<string, unknown>;
  * Logger prints what a person at a terminal wants instead of JSON: one short line per Mautic
  * call and per dead-lettered event, warnings and errors in a line each, and the rest only at
  * DEBUG. It recognises lines by their stable `event` field (`mautic_call`, `mautic_call_failed`,
- * `dead_lettered`, `mautic_circuit`, `mautic_paced`), never by message text. Like the cloud logs, it never holds record contents or tokens (the handlers never log
+ * `dead_lettered`, `mautic_circuit`, `mautic_paced`), never by message text. A call's line names
+ * its call id and each item's event ids with their Mautic id, so a search for an event id finds
+ * it. Like the cloud logs, it never holds record contents or tokens (the handlers never log
  * them).
  */
 export class LineLogger extends Logger {
@@ -58,8 +60,9 @@ export class LineLogger extends Logger {
     } else if (fields.event === 'mautic_circuit' || fields.event === 'mautic_paced') {
       this.#print(healthLine(fields));
     } else if (fields.event === 'mautic_call_failed') {
+      const eventIds = Array.isArray(fields.eventIds) ? (fields.eventIds as string[]) : [];
       this.#print(
-        `failed ${fields.entity} ${fields.action}: ${fields.items} items, ${fields.error}`,
+        `failed ${fields.entity} ${fields.action}: ${fields.items} items, ${fields.error}${callOf(fields)}${eventIds.map((id) => ` ${id}`).join('')}`,
       );
     } else {
       this.#print(`warning: ${String(input)}${describe(fields)}`);
@@ -81,9 +84,36 @@ export class LineLogger extends Logger {
   }
 }
 
+/** One item of a call as its line names it: its event ids, and Mautic's id or status. */
+interface CallItem {
+  eventIds: string[];
+  status: number | null;
+  id?: number;
+}
+
+/** `; call <id>:`, naming the call as the events' outcomes do; nothing for a line without one. */
+function callOf(fields: Extra): string {
+  return typeof fields.callId === 'string' ? `; call ${fields.callId}:` : '';
+}
+
+/**
+ * `ev-1→#7 ev-2+ev-3→#8 ev-4→404`: each item's event ids (merged ones joined by `+`) with the
+ * record id Mautic gave it, or its status when Mautic refused it. Every item: a log search for an
+ * event id finds its line.
+ */
+function eventsText(fields: Extra): string {
+  const items = Array.isArray(fields.events) ? (fields.events as CallItem[]) : [];
+  return items
+    .map(
+      (item) =>
+        ` ${item.eventIds.join('+')}→${item.id === undefined ? item.status : `#${item.id}`}`,
+    )
+    .join('');
+}
+
 /**
  * A Mautic call: `delivered` only when every item was; items Mautic refused (a 404 on an edit,
- * a 422) are counted as refused. Record ids, never contents.
+ * a 422) are counted as refused. Record ids and event ids, never contents.
  */
 function mauticCallLine(fields: Extra): string {
   const statuses = Object.entries((fields.statuses as Record<string, number>) ?? {})
@@ -94,8 +124,9 @@ function mauticCallLine(fields: Extra): string {
   const refused = items - ids.length;
   const idText = ids.length > 0 ? `, ids ${ranges(ids)}` : '';
   const what = `${fields.entity} ${fields.action}: ${items} ${items === 1 ? 'item' : 'items'}, ${statuses}`;
-  if (refused <= 0) return `delivered ${what}${idText}, ${fields.durationMs} ms`;
-  return `refused ${refused} of ${what}${idText && `, delivered${idText.slice(1)}`}, ${fields.durationMs} ms`;
+  const events = `${callOf(fields)}${eventsText(fields)}`;
+  if (refused <= 0) return `delivered ${what}${idText}, ${fields.durationMs} ms${events}`;
+  return `refused ${refused} of ${what}${idText && `, delivered${idText.slice(1)}`}, ${fields.durationMs} ms${events}`;
 }
 
 /** Mautic's shared health changed: its circuit, or the calls in flight allowed. */

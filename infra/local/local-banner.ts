@@ -11,6 +11,8 @@ export interface Banner {
   retry: RetryPolicy;
   secretsEndpoint: string;
   dedupDescription: string;
+  /** The dynalite the outcome table is in. */
+  dynamodbEndpoint: string;
   frontUrl: string;
   sourcesFile: string | undefined;
   sourceNames: ReadonlyArray<string>;
@@ -37,6 +39,10 @@ export function printBanner(config: LocalConfig, banner: Banner, print: (line: s
   print(`  de-duplication: ${banner.dedupDescription}`);
   const bound = config.MAX_RECORD_EVENTS_PER_MINUTE;
   print(`  per record: ${bound === 0 ? 'no bound' : `at most ${bound} events a minute`}`);
+  const kept = config.OUTCOME_RETENTION_SECONDS;
+  print(
+    `  outcomes:      ${kept === 0 ? 'off (OUTCOME_RETENTION_SECONDS=0)' : `kept ${kept} s in dynalite at ${banner.dynamodbEndpoint} (GET ${frontUrl}/events/ID, npx mautic-relay events --local)`}`,
+  );
   if (sourcesFile !== undefined) {
     print(
       `  sources:       ${banner.sourceNames.join(', ') || 'none'} (POST ${frontUrl}/sources/NAME; ${sourcesFile}, read again when it changes)`,

@@ -12,6 +12,7 @@ import {
   dedupWindow,
   entityList,
   integer,
+  outcomeRetention,
   recordEventsPerMinute,
 } from '../../functions/shared/config.ts';
 import { LINE_NAMES } from '../../mautic-simulator/versions.ts';
@@ -54,6 +55,8 @@ const localSchema = z
     /** One busy record never stalls the others (contract §2); 0 turns the bound off. */
     MAX_RECORD_EVENTS_PER_MINUTE: recordEventsPerMinute,
     /** The sources document (contract §6), with its secrets; read again when it changes. */
+    /** How long each event's outcome is kept (contract §1.6); 0 keeps none. */
+    OUTCOME_RETENTION_SECONDS: outcomeRetention,
     SOURCES_FILE: z.string().min(1).optional(),
     /** The Mautic line the embedded simulator plays (docs/mautic.md §8); 5.1 when unset. */
     MAUTIC_SIMULATOR_VERSION: z

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { RetryPolicy } from '../../functions/core/retry-policy.ts';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import { DEFAULT_SIMULATOR_CLIENT, startMauticSimulator } from '../../mautic-simulator/server.ts';
 import { type FauxqsThread, startFauxqsThread } from './fauxqs-thread.ts';
 import type { LocalConfig } from './local-config.ts';

@@ -112,6 +112,7 @@ export function startBatchFunction(
         ? { [ENV.CIRCUIT_PROBE_MAX_SECONDS]: String(config.CIRCUIT_PROBE_MAX_SECONDS) }
         : {}),
       [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
+      ...outcomeSettings(config, dedup),
     }),
     {
       secrets: edges.secrets.client,
@@ -174,6 +175,7 @@ export async function startIngestFunction(
     [ENV.DEDUP_WINDOW_SECONDS]: String(config.DEDUP_WINDOW_SECONDS),
     [ENV.DEDUP_TABLE_NAME]: dedup.tableName,
     [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: String(config.MAX_RECORD_EVENTS_PER_MINUTE),
+    ...outcomeSettings(config, dedup),
     // Where a source's payload that cannot be mapped is kept (contract §6), as in the cloud.
     ...(sourcesFile === undefined
       ? {}
@@ -194,6 +196,14 @@ export async function startIngestFunction(
   );
   stops.push(() => front.close());
   return front;
+}
+
+/** Each event's outcome (contract §1.6), in the same dynalite, written by both functions. */
+function outcomeSettings(config: LocalConfig, dedup: DedupStore) {
+  return {
+    [ENV.OUTCOME_TABLE_NAME]: dedup.outcomeTableName,
+    [ENV.OUTCOME_RETENTION_SECONDS]: String(config.OUTCOME_RETENTION_SECONDS),
+  };
 }
 
 /** The local stack takes its Mautic credential from its environment, at start. */

@@ -126,7 +126,7 @@ function announce(
     retry: ReturnType<typeof localRetryPolicy>;
     secrets: LocalSecrets;
     queues: LocalQueues;
-    dedup: { description: string; endpoint: string; tableName: string };
+    dedup: { description: string; endpoint: string; tableName: string; outcomeTableName: string };
     front: { url: string };
     control: { url: string };
     sourcesFile: string | undefined;
@@ -145,6 +145,7 @@ function announce(
       retry: parts.retry,
       secretsEndpoint: secrets.endpoint,
       dedupDescription: parts.dedup.description,
+      dynamodbEndpoint: parts.dedup.endpoint,
       frontUrl: parts.front.url,
       sourcesFile,
       sourceNames: parts.sourceNames,
@@ -155,17 +156,17 @@ function announce(
   const ingestUrl = `${parts.front.url}/events`;
   if (options.endpointsDir !== undefined) {
     const where = { ingestUrl, sourcesFile, secrets, queues, controlUrl: parts.control.url };
-    // dynalite's table, where `status --local` reads Mautic's shared health.
-    const table = { dynamodbEndpoint: parts.dedup.endpoint, dedupTableName: parts.dedup.tableName };
     const removeEndpoints = writeEndpoints(options.endpointsDir, config, {
       ...where,
       mauticUrl,
-      table,
+      dedup: parts.dedup,
     });
     // Pushed last, so it runs first: the commands stop finding the stack as soon as it stops.
     stops.push(async () => removeEndpoints());
   }
-  print('Operator commands: npx mautic-relay status --local (dead-letters, redrive, senders)');
+  print(
+    'Operator commands: npx mautic-relay status --local (dead-letters, redrive, events, senders)',
+  );
   print(`Ready: ingest listening on ${ingestUrl} (Ctrl-C to stop)`);
   return ingestUrl;
 }
@@ -180,7 +181,7 @@ function writeEndpoints(
     queues: LocalQueues;
     controlUrl: string;
     mauticUrl: string;
-    table: { dynamodbEndpoint: string; dedupTableName: string };
+    dedup: { endpoint: string; tableName: string; outcomeTableName: string };
   },
 ): () => void {
   const { sourcesFile, secrets, queues } = where;
@@ -190,7 +191,6 @@ function writeEndpoints(
     queueUrl: queues.queueUrl,
     deadLetterQueueUrl: queues.deadLetterQueueUrl,
     secretsEndpoint: secrets.endpoint,
-    ...where.table,
     tokenSecretId: secrets.ids.tokenSecretId,
     clientSecretId: secrets.ids.clientSecretId,
     mauticUrl: where.mauticUrl,
@@ -199,6 +199,12 @@ function writeEndpoints(
     entities: config.ENTITIES,
     contactMatchFields: config.CONTACT_MATCH_FIELDS,
     controlUrl: where.controlUrl,
+    // dynalite: its de-duplication table (Mautic's shared health, for `status --local`) and the
+    // outcome table.
+    dynamodbEndpoint: where.dedup.endpoint,
+    dedupTableName: where.dedup.tableName,
+    outcomeTableName: where.dedup.outcomeTableName,
+    outcomeRetentionSeconds: config.OUTCOME_RETENTION_SECONDS,
     pid: process.pid,
     startedAt: new Date().toISOString(),
   });

@@ -199,7 +199,7 @@ describe('the CLI itself', () => {
     [['status', '--env', 'dev', '--verbose'], /Unknown option '--verbose'/],
     [['dead-letters', '--env', 'dev', '--limit', 'ten'], /--limit must be a whole number/],
     [['dead-letters', '--env', 'dev', '--since', 'yesterday'], /--since must be like 90s/],
-    [['dead-letters', '--env', 'dev', '--action', 'upsert'], /--action must be create/],
+    [['dead-letters', '--env', 'dev', '--action', 'upsert'], /--action must be one of: create/],
     [['dead-letters', '--env', 'dev', '--entity', 'Contacts!'], /--entity must be/],
     [['dead-letters', '--env', 'dev', '--reason', 'Bad Reason'], /--reason must be/],
     // Our message, not node's parser's ("argument is ambiguous").
@@ -615,6 +615,66 @@ describe('dead-letters --env', () => {
       id: 1,
       data: { firstname: 'secret-name-1' },
     });
+  });
+
+  it("takes every action as --action, and shows an action's own fields and match only with --show-data", async () => {
+    deployed();
+    queue(DLQ, 2);
+    const action = {
+      ...deadLetter(1),
+      Body: JSON.stringify({
+        eventId: 'e-seg',
+        entity: 'contacts',
+        action: 'addToSegment',
+        match: { email: 'secret-ann@example.com' },
+        segmentId: 5,
+        receivedAt: '2026-11-24T10:00:00.000Z',
+      }),
+      MessageAttributes: {
+        'relay.reason': { DataType: 'String', StringValue: 'mautic_rejected_item' },
+        'relay.detail': {
+          DataType: 'String',
+          StringValue: 'Mautic found no segment 5 (Item was not found.)',
+        },
+        'relay.status': { DataType: 'Number', StringValue: '404' },
+        'relay.entity': { DataType: 'String', StringValue: 'contacts' },
+        'relay.action': { DataType: 'String', StringValue: 'addToSegment' },
+      },
+    };
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({});
+    const filtered = ['dead-letters', '--env', 'dev', '--action', 'addToSegment'];
+    // Three reads of the queue, each finding the two letters, then nothing more.
+    const letters = { Messages: [action, deadLetter(2)] };
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce(letters)
+      .resolvesOnce({ Messages: [] })
+      .resolvesOnce(letters)
+      .resolvesOnce({ Messages: [] })
+      .resolvesOnce(letters)
+      .resolves({ Messages: [] });
+
+    const plain = await run([...filtered, '--json']);
+    const shown = await run([...filtered, '--json', '--show-data']);
+    const lines = await run([...filtered, '--show-data']);
+
+    expect(JSON.parse(plain.out).items).toEqual([
+      expect.objectContaining({ eventId: 'e-seg', action: 'addToSegment' }),
+    ]);
+    expect(plain.out).not.toContain('secret-ann');
+    expect(plain.out).not.toContain('segmentId');
+    expect(JSON.parse(shown.out).items[0]).toMatchObject({
+      eventId: 'e-seg',
+      id: null,
+      match: { email: 'secret-ann@example.com' },
+      segmentId: 5,
+    });
+    expect(lines.out).toContain(
+      'id - match {"email":"secret-ann@example.com"} segmentId 5 data null',
+    );
+    expect(lines.out).toContain(
+      'What became of each event: npx mautic-relay events show EVENT_ID --env dev',
+    );
   });
 
   it('shows a message SQS moved itself as too_many_receives, and a body that is not an event', async () => {

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { clientSecretSchema, tokenSecretSchema } from '../../functions/core/token-secret.ts';
-import { secretNames } from '../../functions/shared/config.ts';
+import { secretNames } from '../../functions/shared/secret-names.ts';
 import { UsageError } from '../../infra/cli/errors.ts';
 import {
   authorize,

@@ -40,7 +40,9 @@ describe('npm start, end to end', () => {
     expect(creates.every((r) => r.status === 201)).toBe(true);
     expect(
       output.some((line) =>
-        /^delivered contacts create: \d+ items, 201×\d+, ids [\d -]+( …)?, \d+ ms$/.test(line),
+        /^delivered contacts create: \d+ items, 201×\d+, ids [\d -]+( …)?, \d+ ms; call \S+:( msg_e2e\d+:\d+→#\d+)+$/.test(
+          line,
+        ),
       ),
     ).toBe(true);
 

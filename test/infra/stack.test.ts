@@ -220,17 +220,17 @@ describe('the relay stack', () => {
     }
   });
 
-  it('retains queues, secrets and the de-duplication table on deletion or replacement unless the environment lets them go, and not after a failed first deploy', () => {
+  it('retains queues, secrets, the de-duplication and outcome tables on deletion or replacement unless the environment lets them go, and not after a failed first deploy', () => {
     const kinds = ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret', 'AWS::DynamoDB::Table'];
     const policies = (t: Template) =>
       kinds.flatMap((kind) =>
         Object.values(t.findResources(kind)).map((r) => [r.DeletionPolicy, r.UpdateReplacePolicy]),
       );
     expect(policies(synth('prod').template)).toEqual(
-      Array(6).fill(['RetainExceptOnCreate', 'Retain']),
+      Array(7).fill(['RetainExceptOnCreate', 'Retain']),
     );
     expect(policies(synth('prod', { retainData: false }).template)).toEqual(
-      Array(6).fill(['Delete', 'Delete']),
+      Array(7).fill(['Delete', 'Delete']),
     );
     expect(environments.prod?.retainData).toBe(true);
   });
@@ -311,6 +311,11 @@ describe('the relay stack', () => {
       resources: [group],
     });
     expect(statementsOf(template, 'IngestRole')).toEqual([
+      // Each accepted event's queued outcome, and GET /events' reads: batch calls, nothing else.
+      {
+        actions: ['dynamodb:BatchGetItem', 'dynamodb:BatchWriteItem'],
+        resources: ['OutcomeTable'],
+      },
       {
         actions: [
           'dynamodb:DeleteItem',
@@ -325,6 +330,8 @@ describe('the relay stack', () => {
       { actions: ['sqs:SendMessage'], resources: ['EventsQueue'] },
     ]);
     expect(statementsOf(template, 'BatchRole')).toEqual([
+      // Each batch's outcomes: written in BatchWriteItem calls, never read.
+      { actions: ['dynamodb:BatchWriteItem'], resources: ['OutcomeTable'] },
       // The action ledger: exactly the item actions it uses, on the de-duplication table.
       {
         actions: [
@@ -392,11 +399,13 @@ describe('the relay stack', () => {
     });
   });
 
-  it('routes POST /sources/{name} to the ingest function, through the integration of /events', () => {
+  it('routes POST /sources/{name} (and GET /events) to the ingest function, through the integration of /events', () => {
     const routes = Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
       (route) => route.Properties,
     );
     expect(routes.map((route) => route.RouteKey).sort()).toEqual([
+      'GET /events',
+      'GET /events/{eventId}',
       'POST /events',
       'POST /sources/{name}',
     ]);
@@ -432,7 +441,8 @@ describe('the relay stack', () => {
   });
 
   it('keeps request ids and the action ledger in an on-demand, encrypted DynamoDB table with TTL, named in the ingest and batch environments', () => {
-    template.resourceCountIs('AWS::DynamoDB::Table', 1);
+    // And the outcome table beside it (below).
+    template.resourceCountIs('AWS::DynamoDB::Table', 2);
     template.hasResource('AWS::DynamoDB::Table', {
       Properties: {
         KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
@@ -457,6 +467,56 @@ describe('the relay stack', () => {
     expect(ingest.CONTACT_MATCH_FIELDS).toBe('email');
   });
 
+  it("keeps each event's outcome in a table of its own, keyed by event and slot#sender, swept by TTL, on demand and encrypted, named in both functions' environments", () => {
+    const [outcomes, ...others] = Object.entries(template.findResources('AWS::DynamoDB::Table'))
+      .filter(([id]) => id.startsWith('OutcomeTable'))
+      .map(([, table]) => table);
+    expect(others).toEqual([]);
+    expect(outcomes).toMatchObject({
+      Properties: {
+        KeySchema: [
+          { AttributeName: 'eventId', KeyType: 'HASH' },
+          { AttributeName: 'slot', KeyType: 'RANGE' },
+        ],
+        BillingMode: 'PAY_PER_REQUEST',
+        TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+        SSESpecification: { SSEEnabled: true },
+      },
+      // dev's retainData is false; prod keeps it with its other data.
+      DeletionPolicy: 'Delete',
+    });
+    expect(outcomes?.Properties.GlobalSecondaryIndexes).toBeUndefined();
+    synth('prod').template.hasResource('AWS::DynamoDB::Table', {
+      Properties: { KeySchema: Match.arrayWith([{ AttributeName: 'slot', KeyType: 'RANGE' }]) },
+      DeletionPolicy: 'RetainExceptOnCreate',
+    });
+    for (const service of ['ingest', 'batch']) {
+      const variables = Object.values(template.findResources('AWS::Lambda::Function')).find(
+        (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === service,
+      )?.Properties.Environment.Variables;
+      expect(variables.OUTCOME_TABLE_NAME).toEqual({
+        Ref: expect.stringMatching(/^OutcomeTable/),
+      });
+      expect(variables.OUTCOME_RETENTION_SECONDS).toBe(String(settings.outcomeRetentionSeconds));
+    }
+    expect(settings.outcomeRetentionSeconds).toBe(259_200);
+  });
+
+  it('grants nothing on the outcome table when outcomeRetentionSeconds is 0', () => {
+    const off = synth('dev', { outcomeRetentionSeconds: 0 }).template;
+    for (const role of ['IngestRole', 'BatchRole'])
+      expect(
+        statementsOf(off, role).filter(({ resources }) => resources.includes('OutcomeTable')),
+      ).toEqual([]);
+    const variables = Object.values(off.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME === 'ingest',
+    )?.Properties.Environment.Variables;
+    expect(variables.OUTCOME_RETENTION_SECONDS).toBe('0');
+    expect(() => synth('dev', { outcomeRetentionSeconds: 2_592_001 })).toThrow(
+      /outcomeRetentionSeconds/,
+    );
+  });
+
   it('takes ENTITIES and the window from the settings, and alarms on store failures', () => {
     const custom = synth('dev', {
       entities: ['contacts', 'companies'],
@@ -469,7 +529,7 @@ describe('the relay stack', () => {
     expect(variables.ENTITIES).toBe('contacts,companies');
     expect(variables.DEDUP_WINDOW_SECONDS).toBe('0');
     // De-duplication off keeps the table: the batch function's action ledger lives there.
-    custom.resourceCountIs('AWS::DynamoDB::Table', 1);
+    custom.resourceCountIs('AWS::DynamoDB::Table', 2);
     expect(() => synth('dev', { entities: ['campaigns/events'] })).toThrow(/entities/);
     expect(variables.CONTACT_MATCH_FIELDS).toBe('email,crm_id');
     expect(() => synth('dev', { contactMatchFields: ['CRM-ID'] })).toThrow(
@@ -646,6 +706,8 @@ describe('the relay stack', () => {
         'EventsQueueUrl',
         'IngestFunctionName',
         'IngestUrl',
+        'OutcomeRetentionSeconds',
+        'OutcomeTableName',
         'RefreshFunctionName',
         'TokenSecretName',
         'WebhookSecretName',
@@ -694,17 +756,22 @@ describe('cdk-nag (AwsSolutions)', () => {
     expect(report?.conclusion).toBe('success');
     expect(report?.violations).toEqual([]);
     expect(report?.suppressedViolations.map((v) => [v.ruleName, v.acknowledgedAt]).sort()).toEqual([
+      ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/GET--events'],
+      ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/GET--events--{eventId}'],
       ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/POST--events'],
       ['AwsSolutions-APIG4', 'MauticRelay-dev/Api/POST--sources--{name}'],
       ['AwsSolutions-DDB3', 'MauticRelay-dev/DedupTable'],
+      ['AwsSolutions-DDB3', 'MauticRelay-dev/OutcomeTable'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/ClientSecret'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/TokenSecret'],
       ['AwsSolutions-SMG4', 'MauticRelay-dev/WebhookSecret'],
     ]);
-    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(6);
+    expect(new Set(report?.suppressedViolations.map((v) => v.reason)).size).toBe(9);
     // The reason for no point-in-time recovery says what the table's loss costs.
     expect(
-      report?.suppressedViolations.find((v) => v.ruleName === 'AwsSolutions-DDB3')?.reason,
+      report?.suppressedViolations.find(
+        (v) => v.ruleName === 'AwsSolutions-DDB3' && v.acknowledgedAt.endsWith('/DedupTable'),
+      )?.reason,
     ).toMatch(/addPoints ledger, each key kept 42 days .* may add its points twice/);
   });
 
@@ -712,9 +779,16 @@ describe('cdk-nag (AwsSolutions)', () => {
     const { failure, report } = nagged(true, 'prod');
     expect(failure).toBeUndefined();
     expect(report?.violations).toEqual([]);
-    expect(report?.suppressedViolations.map((v) => v.ruleName)).not.toContain('AwsSolutions-DDB3');
+    // Only the outcome table's: a few days of statuses, which a restore would bring back stale.
+    expect(
+      report?.suppressedViolations
+        .filter((v) => v.ruleName === 'AwsSolutions-DDB3')
+        .map((v) => v.acknowledgedAt),
+    ).toEqual(['MauticRelay-prod/OutcomeTable']);
     const table = (env: string) =>
-      Object.values(synth(env).template.findResources('AWS::DynamoDB::Table'))[0]?.Properties;
+      Object.entries(synth(env).template.findResources('AWS::DynamoDB::Table')).find(([id]) =>
+        id.startsWith('DedupTable'),
+      )?.[1]?.Properties;
     expect(table('prod')).toMatchObject({
       PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
       DeletionProtectionEnabled: true,
@@ -1033,7 +1107,7 @@ describe('sources (contract §6)', () => {
 
   it('refuses to synthesize an ingest whose whole environment could pass Lambda’s 4 KB once deployed', () => {
     // Fits alone; not with a long ENTITIES list beside it (CloudFormation would refuse it mid-deploy).
-    const sources = manySources(17);
+    const sources = manySources(16);
     const entities = Array.from(
       { length: 24 },
       (_, i) => `customEntityNumber${String.fromCharCode(97 + i)}`,

@@ -38,11 +38,29 @@ describe('the local de-duplication store', () => {
           new DescribeTableCommand({ TableName: LOCAL_DEDUP_TABLE }),
         );
         expect(table.Table?.TableStatus).toBe('ACTIVE');
+        // And the outcome table, shaped as the stack's.
+        const outcomes = await store.client.send(
+          new DescribeTableCommand({ TableName: store.outcomeTableName }),
+        );
+        expect(outcomes.Table?.KeySchema).toEqual([
+          { AttributeName: 'eventId', KeyType: 'HASH' },
+          { AttributeName: 'slot', KeyType: 'RANGE' },
+        ]);
       }
     } finally {
       await on.close();
       await off.close();
     }
+    // Its thread is gone once closed: nothing listens there any more.
+    await expect(fetch(on.endpoint)).rejects.toThrow();
+  });
+
+  it('reads OUTCOME_RETENTION_SECONDS for npm start: three days by default, 0 keeping none', () => {
+    expect(loadLocalConfig({}).OUTCOME_RETENTION_SECONDS).toBe(259_200);
+    expect(loadLocalConfig({ OUTCOME_RETENTION_SECONDS: '0' }).OUTCOME_RETENTION_SECONDS).toBe(0);
+    expect(() => loadLocalConfig({ OUTCOME_RETENTION_SECONDS: 'soon' })).toThrow(
+      /OUTCOME_RETENTION_SECONDS must be a whole number/,
+    );
   });
 
   it('reads DEDUP_WINDOW_SECONDS and ENTITIES for npm start, with the contract defaults', () => {

@@ -338,9 +338,12 @@ describe('startHttpFront', () => {
   it('answers 404 Not Found, as API Gateway does, for a method or path with no route', async () => {
     const { front, invocations } = await echoFront();
     for (const [method, path] of [
-      ['GET', '/events'],
+      ['DELETE', '/events'],
       ['PUT', '/events'],
       ['POST', '/events/'],
+      ['POST', '/events/abc'],
+      ['GET', '/events/'],
+      ['GET', '/events/a/b'],
       ['POST', '/other'],
       ['GET', '/'],
     ] as const) {
@@ -383,6 +386,29 @@ describe('startHttpFront', () => {
       rawQueryString: 'x=1',
       requestContext: { routeKey: 'POST /sources/{name}', http: { path: '/sources/stripe' } },
     });
+  });
+
+  it('routes GET /events and GET /events/{eventId}, the id decoded, with the method and query as sent', async () => {
+    const { front, invocations } = await echoFront();
+    for (const path of ['/events?ids=a,b%2Cc', '/events/msg_1%3A0', '/events/plain']) {
+      const response = await fetch(`${front.url}${path}`);
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+
+    expect(
+      invocations.map(({ event }) => [
+        event.routeKey,
+        event.requestContext.http.method,
+        event.pathParameters,
+        event.rawQueryString,
+      ]),
+    ).toEqual([
+      ['GET /events', 'GET', undefined, 'ids=a,b%2Cc'],
+      ['GET /events/{eventId}', 'GET', { eventId: 'msg_1:0' }, ''],
+      ['GET /events/{eventId}', 'GET', { eventId: 'plain' }, ''],
+    ]);
+    expect(invocations[0]?.event.body).toBeUndefined();
   });
 
   it('refuses a body cap or function timeout that is not a positive integer', async () => {

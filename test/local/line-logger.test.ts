@@ -74,6 +74,38 @@ describe('LineLogger', () => {
     ]);
   });
 
+  it("names the call and every item's event ids with Mautic's id, or its status when refused", () => {
+    const { lines, log } = logger();
+    log.info(
+      'Mautic call',
+      call({
+        callId: 'c1',
+        items: 3,
+        statuses: { 200: 2, 404: 1 },
+        ids: [5, 6],
+        events: [
+          { eventIds: ['ev-1'], status: 200, id: 5 },
+          { eventIds: ['ev-2', 'ev-3'], status: 200, id: 6 },
+          { eventIds: ['ev-4'], status: 404 },
+        ],
+      }),
+    );
+    log.warn('Mautic call failed', {
+      event: 'mautic_call_failed',
+      callId: 'c2',
+      entity: 'contacts',
+      action: 'edit',
+      items: 2,
+      error: 'MauticTransientError: timeout',
+      eventIds: ['ev-5', 'ev-6'],
+    });
+
+    expect(lines).toEqual([
+      'refused 1 of contacts edit: 3 items, 200×2 404×1, delivered ids 5-6, 12 ms; call c1: ev-1→#5 ev-2+ev-3→#6 ev-4→404',
+      'failed contacts edit: 2 items, MauticTransientError: timeout; call c2: ev-5 ev-6',
+    ]);
+  });
+
   it("names a source's payload that could not be mapped by its source, and an event by entity and action", () => {
     const { lines, log } = logger();
     const kept = { event: 'dead_lettered', reason: 'mapping_failed' };

@@ -4,9 +4,8 @@ import {
   DEFAULT_ENTITIES,
   loadBatchConfig,
   loadIngestConfig,
-  secretNames,
-  sourceSecretName,
 } from '../../functions/shared/config.ts';
+import { secretNames, sourceSecretName } from '../../functions/shared/secret-names.ts';
 import { loadLocalConfig } from '../../infra/local/local-config.ts';
 
 const required = {
@@ -44,6 +43,8 @@ describe('loadBatchConfig', () => {
       // flight: 2 invocations × 2 entities each.
       circuit: { probeBaseMs: 5_000, probeMaxMs: 30_000, ceiling: 4 },
       actionLedgerTableName: 'relay-dev-dedup',
+      // No OUTCOME_TABLE_NAME: no outcomes are kept.
+      outcomes: undefined,
     });
   });
 
@@ -62,6 +63,32 @@ describe('loadBatchConfig', () => {
     expect(() => circuit({ CIRCUIT_PROBE_MAX_SECONDS: '601' })).toThrow(
       /CIRCUIT_PROBE_MAX_SECONDS must be at most 600/,
     );
+  });
+
+  it('keeps outcomes in OUTCOME_TABLE_NAME for three days by default, 0 keeping none', () => {
+    const read = (env: Record<string, string>) => loadBatchConfig({ ...required, ...env }).outcomes;
+
+    expect(read({ OUTCOME_TABLE_NAME: 'relay-dev-outcomes' })).toEqual({
+      tableName: 'relay-dev-outcomes',
+      retentionSeconds: 259_200,
+    });
+    expect(
+      read({ OUTCOME_TABLE_NAME: 'relay-dev-outcomes', OUTCOME_RETENTION_SECONDS: '3600' }),
+    ).toEqual({ tableName: 'relay-dev-outcomes', retentionSeconds: 3600 });
+    expect(read({ OUTCOME_TABLE_NAME: 't', OUTCOME_RETENTION_SECONDS: '0' })).toBeUndefined();
+    expect(() => read({ OUTCOME_TABLE_NAME: 't', OUTCOME_RETENTION_SECONDS: '2592001' })).toThrow(
+      /OUTCOME_RETENTION_SECONDS must be at most 2592000/,
+    );
+    expect(
+      loadIngestConfig({
+        EVENTS_QUEUE_URL: 'q',
+        INGEST_API_KEYS: 'k',
+        DEDUP_WINDOW_SECONDS: '0',
+        MAX_RECORD_EVENTS_PER_MINUTE: '0',
+        OUTCOME_TABLE_NAME: 't',
+        OUTCOME_RETENTION_SECONDS: '60',
+      }).outcomes,
+    ).toEqual({ tableName: 't', retentionSeconds: 60 });
   });
 
   it('reads the tunables from the environment', () => {
@@ -122,6 +149,7 @@ describe('loadIngestConfig', () => {
       contactMatchFields: ['email'],
       dedupWindowSeconds: 86_400,
       dedupTableName: 'relay-dedup',
+      outcomes: undefined,
       maxRecordEventsPerMinute: 600,
     });
   });

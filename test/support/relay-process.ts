@@ -143,6 +143,30 @@ function signedPost(url: string, id: string, body: string, headers: Record<strin
   });
 }
 
+/**
+ * GET `path` of the relay's ingest (`url` is its `/events`), as a sender asks what became of its
+ * events (contract §1.6): signed with the relay's webhook secret over the empty body, or with
+ * `apiKey`. The answer's status and text as sent.
+ */
+export async function getAs(url: string, path: string, apiKey?: string) {
+  messageCount++;
+  const id = `get_e2e${messageCount}`;
+  const timestamp = Math.floor(Date.now() / 1000);
+  const headers: Record<string, string> =
+    apiKey === undefined
+      ? {
+          'webhook-id': id,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': signWebhook(KEY, id, timestamp, new Uint8Array()),
+        }
+      : { authorization: `Bearer ${apiKey}` };
+  const response = await fetch(`${url.replace(/\/events$/, '')}${path}`, { headers });
+  return { status: response.status, text: await response.text() };
+}
+
+/** The webhook secret the relays of these helpers are started with, to check nothing echoes it. */
+export const RELAY_SECRET = SECRET;
+
 /** Posts `body` signed under the given `webhook-id` now; the answer's text as sent. */
 export async function postAs(url: string, id: string, body: string) {
   const response = await signedPost(url, id, body);

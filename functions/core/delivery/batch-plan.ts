@@ -39,6 +39,8 @@ export interface RecordRef {
 /** One Mautic item and every message whose event it carries. */
 export interface PlannedItem {
   messageIds: string[];
+  /** The event ids of those messages, each once, in arrival order: for the call's log line. */
+  eventIds?: string[];
   /** The record's fields (create), or its id and fields (edit). Empty for delete. */
   payload: Record<string, unknown>;
   /** The Mautic record id (edit, delete, actions): given, or resolved from `match`. */
@@ -216,6 +218,7 @@ class EntityPlanner {
     const slot = record.key === undefined ? undefined : phase?.byKey.get(record.key);
     if (phase && slot && phase.action === event.action && mergeEvents(slot.merge, merge)) {
       slot.item.messageIds.push(...messageIds);
+      if (!slot.item.eventIds?.includes(event.eventId)) slot.item.eventIds?.push(event.eventId);
       if (redelivered) slot.item.redelivered = true;
       slot.singles.push(single);
       slot.item.payload = payloadOf(event, slot.merge.fields);
@@ -237,7 +240,7 @@ class EntityPlanner {
       index = this.#phases.length - 1;
     }
     const target = this.#phases[index] as Phase;
-    const item: PlannedItem = { ...single, messageIds: [...messageIds] };
+    const item: PlannedItem = { ...single, messageIds: [...messageIds], eventIds: [event.eventId] };
     const entry: Slot = { item, merge, singles: [single] };
     target.slots.push(entry);
     if (record.key !== undefined) target.byKey.set(record.key, entry);
@@ -318,6 +321,7 @@ function singleItem(messageIds: string[], event: QueuedEvent, record: RecordRef)
   const { segmentId, campaignId, companyId, points } = event;
   return {
     messageIds: [...messageIds],
+    eventIds: [event.eventId],
     payload: payloadOf(event, { ...event.data }),
     ...(event.action === 'create' || event.id === undefined ? {} : { id: event.id }),
     ...(match ? { match } : {}),

@@ -3,6 +3,7 @@
  * metrics it leaves (ids, statuses and counts, never record contents or contact references).
  */
 
+import { randomBytes } from 'node:crypto';
 import { describeError } from '../errors.ts';
 import type { Action } from '../events.ts';
 import { linksCompaniesInBulk } from '../mautic-versions.ts';
@@ -17,9 +18,8 @@ import type {
   TokenSource,
 } from '../ports.ts';
 import { IN_CALL_RETRY } from '../retry-policy.ts';
-import { ambiguousAction, isUpserted } from './answer-policy.ts';
+import { ambiguousAction } from './answer-policy.ts';
 import type { Chunk, PlannedItem } from './batch-plan.ts';
-import { callKey } from './circuit.ts';
 import { type Decision, isUnexpected, type MessageOutcome } from './failure-policy.ts';
 import type { MauticHealth } from './mautic-health.ts';
 import type { MauticItemTime } from './mautic-item-time.ts';
@@ -159,7 +159,7 @@ export function sendChunk(
       id: item.id ?? 0,
       doNotContact: [item.fields?.doNotContact],
     }));
-    return api.edit(entity, edits, call);
+    return api.edit(entity, edits, call).then((results) => results.map(noContact(edits)));
   }
   // The delivery gives one segment's items at a time.
   if (action === 'addToSegment')
@@ -176,13 +176,49 @@ export function sendChunk(
   );
 }
 
+/**
+ * Each message of an item with the item's outcome; delivered, a merged item's earlier events
+ * are coalesced `into` its last one's message, whose Mautic item carried their effect.
+ */
+export function perMessage(
+  item: PlannedItem,
+  outcome: MessageOutcome,
+): Array<[string, MessageOutcome]> {
+  const into = item.parts?.at(-1)?.messageIds[0];
+  const last = new Set(item.parts?.at(-1)?.messageIds ?? item.messageIds);
+  return item.messageIds.map((messageId) => [
+    messageId,
+    outcome.kind === 'delivered' && into !== undefined && !last.has(messageId)
+      ? { ...outcome, into }
+      : outcome,
+  ]);
+}
+
+/** A Do Not Contact item's 404 is about its contact, the only record it names: said by id. */
+function noContact(edits: ReadonlyArray<{ id: number }>) {
+  return (result: ItemResult, index: number): ItemResult =>
+    result.kind === 'rejected' && result.status === 404
+      ? { ...result, message: `Mautic found no contact ${edits[index]?.id} (${result.message})` }
+      : result;
+}
+
 interface Recorders {
   logger: Logger;
   metrics: MetricsSink;
   clock: { now(): number };
 }
 
-/** One log line and the call metrics per Mautic call. */
+/** A Mautic call as its log line names it, and when it was answered (epoch ms). */
+export interface CallRecord {
+  id: string;
+  at: number;
+}
+
+/**
+ * One log line and the call metrics per Mautic call. The line names the call (`callId`, which
+ * the events' outcomes name too) and each item's event ids with its result (Mautic's id, or its
+ * status), so that a log search finds what became of an event even with outcomes off.
+ */
 export function recordCall(
   { logger, metrics, clock }: Recorders,
   chunk: Chunk,
@@ -190,30 +226,44 @@ export function recordCall(
   started: number,
   answer: ItemResult[] | unknown,
   limit: number,
-): void {
-  const durationMs = clock.now() - started;
+): CallRecord {
+  const call = { id: randomBytes(8).toString('base64url'), at: clock.now() };
+  const durationMs = call.at - started;
   metrics.addMetric('MauticCalls', 'Count', 1);
   metrics.addMetric('MauticLatency', 'Milliseconds', durationMs);
   metrics.addMetric('BatchFill', 'Percent', (100 * items.length) / limit);
-  const line = { entity: chunk.entity, action: chunk.action, items: items.length, durationMs };
+  const line = {
+    callId: call.id,
+    entity: chunk.entity,
+    action: chunk.action,
+    items: items.length,
+    durationMs,
+  };
   if (Array.isArray(answer)) {
+    const results = answer as ItemResult[];
     const statuses: Record<string, number> = {};
-    for (const result of answer as ItemResult[])
-      statuses[result.status] = (statuses[result.status] ?? 0) + 1;
-    const ids = (answer as ItemResult[]).flatMap((result) =>
-      result.kind === 'delivered' ? [result.id] : [],
-    );
-    logger.info('Mautic call', { event: 'mautic_call', ...line, statuses, ids });
-    return;
+    for (const result of results) statuses[result.status] = (statuses[result.status] ?? 0) + 1;
+    const ids = results.flatMap((result) => (result.kind === 'delivered' ? [result.id] : []));
+    const events = items.map((item, index) => {
+      const result = results[index];
+      const eventIds = item.eventIds ?? [];
+      return result?.kind === 'delivered'
+        ? { eventIds, status: result.status, id: result.id }
+        : { eventIds, status: result?.status ?? null };
+    });
+    logger.info('Mautic call', { event: 'mautic_call', ...line, statuses, ids, events });
+    return call;
   }
   logger.warn('Mautic call failed', {
     event: 'mautic_call_failed',
     ...line,
     error: describeError(answer),
+    eventIds: items.flatMap((item) => item.eventIds ?? []),
   });
   if (isUnexpected(answer)) {
     logger.error('Unexpected error delivering to Mautic', { error: describeError(answer) });
   }
+  return call;
 }
 
 /** The log line and metrics of a contact lookup: how many values and how long, never the values. */
@@ -254,7 +304,10 @@ export async function deliverOnce(
     failed('claim', error);
     return { kind: 'retry', reason: 'ledger_unavailable', message: describeError(error) };
   }
-  if (claim === 'done') return { kind: 'delivered', status: 200, id: 0 };
+  if (claim === 'done') {
+    const skipped = `an ${action} already applied for this event: not sent again`;
+    return { kind: 'delivered', status: 200, id: 0, skipped };
+  }
   if (claim === 'unknown') {
     return ambiguousAction(
       action,
@@ -294,80 +347,11 @@ export async function accessTokenFor(
   }
 }
 
-/** A call through the health gate: answered, failed, or its items held without a call. */
-export type GatedCall<T> =
-  | { kind: 'held'; outcome: MessageOutcome }
-  | { kind: 'probe_one' }
-  | { kind: 'answered'; answer: T; started: number }
-  | { kind: 'failed'; error: unknown; started: number };
-
-/**
- * One Mautic call, admitted by Mautic's shared health first (`mautic-health.ts`): held while the
- * circuit is open (waited for when the next probe comes within 15 s), the probe when one
- * is due, in a slot while paced; what its answer or failure says of Mautic is recorded for every
- * invocation. `leaseUntil`: when the call is aborted at the latest.
- */
-export async function gatedCall<T>(
-  { health, clock, itemTime }: Pick<DeliveryDeps, 'health' | 'clock' | 'itemTime'>,
-  call: {
-    items: ReadonlyArray<PlannedItem>;
-    kind: CallKind;
-    /**
-     * The delivery run's: no call starts after `callsUntil`, each is aborted by `leaseUntil`. It
-     * waits for a probe once at most: once its items were held or its probe failed, the rest are
-     * held at once, so the invocation ends soon and never waits probe after probe.
-     */
-    run: { mayWait: boolean; callsUntil: number; leaseUntil: number };
-  },
-  send: () => Promise<T>,
-): Promise<GatedCall<T>> {
-  // A wait leaves the call its own expected time (Mautic's pace) before calls must stop.
-  const expected = 1.5 * (itemTime?.msPerItem ?? 0) * call.items.length;
-  const waitMs = call.run.mayWait ? IN_CALL_RETRY.maxInRunWaitMs : 0;
-  const waitUntil = Math.min(call.run.callsUntil - expected, clock.now() + waitMs);
-  // A lookup is one small call whatever its references: it may probe whole.
-  const several = call.kind !== 'lookup' && call.items.length > 1;
-  const admission = await health?.admit({ waitUntil, leaseUntil: call.run.leaseUntil, several });
-  if (admission?.kind === 'probe_one') return admission;
-  if (admission?.kind === 'hold') {
-    if (admission.outcome.reason === 'mautic_unavailable') call.run.mayWait = false;
-    return { kind: 'held', outcome: admission.outcome };
-  }
-  const ticket = admission?.ticket;
-  const started = clock.now();
-  try {
-    const answer = await send();
-    // A lookup's time says nothing of the time per item of a write.
-    const items = call.kind === 'lookup' ? 0 : call.items.length;
-    if (health && ticket) await health.answered(ticket, { items, ms: clock.now() - started });
-    return { kind: 'answered', answer, started };
-  } catch (error) {
-    const key = callKey(call.items.flatMap((item) => item.messageIds));
-    if (health && ticket) await health.failed(ticket, key, error);
-    if (ticket?.probe) call.run.mayWait = false;
-    return { kind: 'failed', error, started };
-  }
-}
-
-/**
- * While Mautic's circuit is open, a call of several items is first made with one alone, the probe
- * (contract §2: one small call): an item that is safe to send again (not a create Mautic might
- * double unseen), else the first; then the rest. Undefined when the call may go whole (closed, or
- * another call probing: it waits for that one's answer).
- */
-export function probeItem(
-  { health, mauticVersion }: Pick<DeliveryDeps, 'health' | 'mauticVersion'>,
-  chunk: Chunk,
-  items: ReadonlyArray<PlannedItem>,
-): { probe: PlannedItem; rest: PlannedItem[] } | undefined {
-  // While another call probes, the whole call waits for its answer instead.
-  if (items.length < 2 || health === undefined || health.closed() || health.probing())
-    return undefined;
-  const probe =
-    items.find(
-      (item) =>
-        chunk.action !== 'create' || isUpserted(chunk.entity, item.payload, mauticVersion?.value),
-    ) ?? items[0];
-  if (probe === undefined) return undefined;
-  return { probe, rest: items.filter((item) => item !== probe) };
+/** A decision to settle; one delivered names the Mautic call that carried it. */
+export function withCall(
+  decision: Decision & { kind: 'settle' },
+  call: CallRecord,
+): Decision & { kind: 'settle' } {
+  const { outcome } = decision;
+  return outcome.kind === 'delivered' ? { ...decision, outcome: { ...outcome, call } } : decision;
 }

@@ -17,17 +17,18 @@ import {
   accessTokenFor,
   byEntity,
   type CallKind,
+  type CallRecord,
   DEFAULT_DELIVERY_OPTIONS,
   type DeliveryDeps,
   type DeliveryOptions,
   deliverOnce,
-  gatedCall,
   MAX_WAITS_PER_CALL,
-  probeItem,
+  perMessage,
   recordCall,
   recordLookup,
   sendChunk,
   waitedOut,
+  withCall,
 } from './delivery-calls.ts';
 import {
   type CallSituation,
@@ -41,16 +42,15 @@ import {
   noCallNow,
   type RunHalt,
 } from './failure-policy.ts';
+import { gatedCall, probeItem } from './health-gate.ts';
 
 /**
- * Delivers planned chunks to Mautic and returns one outcome per message id; a Mautic failure
- * never throws, it becomes an outcome. An entity's chunks run in plan order (its phases),
- * entities `concurrency` at a time. What a failure leads to is `failure-policy.ts`'s decision;
- * this module carries it out: order per record (an item that must follow an event left to the
- * queue goes back untried), merged items refused as invalid sent again event by event, creates
- * Mautic may have applied unseen never sent again, a time Mautic named waited for, a repeated
- * 5xx narrowed down to its item, every call past Mautic's shared health (`gatedCall`). Contacts
- * by `match` are resolved chunk by chunk (contact-refs.ts); actions go in bulk where Mautic can.
+ * Delivers planned chunks to Mautic, one outcome per message id (never thrown). An entity's
+ * chunks run in plan order, entities `concurrency` at a time. It carries out `failure-policy.ts`:
+ * order per record (an item that must follow an event left to the queue goes back untried),
+ * merged items refused as invalid sent one by one, creates Mautic may have applied never sent
+ * again, a time Mautic named waited for, a repeated 5xx narrowed down to its item, calls past
+ * Mautic's health (`gatedCall`), `match` contacts per chunk, bulk actions, calls named.
  */
 export async function deliverChunks(
   chunks: ReadonlyArray<Chunk>,
@@ -199,12 +199,13 @@ class DeliveryRun {
     return (call: CallOptions, items: PlannedItem[]) => sendChunk(this.#deps, chunk, items, call);
   }
 
+  /** An answered call: logged, timed per item (for the size and timeout of later calls), settled. */
   async #answered(chunk: Chunk, attempt: Attempt<ItemResult[]>): Promise<void> {
     if (attempt.kind !== 'answered') return;
-    recordCall(this.#deps, chunk, attempt.items, attempt.started, attempt.answer, this.#limit());
-    // What Mautic takes per item, for the size and timeout of the calls after this one.
-    this.#deps.itemTime?.observe(attempt.items.length, this.#deps.clock.now() - attempt.started);
-    await this.#settleResults(chunk, attempt.items, attempt.answer);
+    const { items, started, answer } = attempt;
+    const call = recordCall(this.#deps, chunk, items, started, answer, this.#limit());
+    this.#deps.itemTime?.observe(items.length, this.#deps.clock.now() - started);
+    await this.#settleResults(chunk, items, answer, call);
   }
 
   /** A call failed with a 5xx twice: narrowed down to the items at fault (`narrowDown`). */
@@ -317,10 +318,7 @@ class DeliveryRun {
     return accessTokenFor(this.#deps, { token, refused, waitUntil: this.#callsUntil() });
   }
 
-  /**
-   * The items a call can carry and still end in time at Mautic's observed pace; the rest go back
-   * to the queue unsent (contract §2: a deadline foreseen is not hit), at once.
-   */
+  /** What a call can carry to end in time at Mautic's pace; the rest go back unsent, at once. */
   #fitToTime(items: PlannedItem[]): PlannedItem[] {
     const now = this.#deps.clock.now();
     const msPerItem = this.#deps.itemTime?.msPerItem;
@@ -359,18 +357,18 @@ class DeliveryRun {
   }
 
   /** Settles each item by its result; a merged item refused as invalid goes again event by event. */
-  async #settleResults(chunk: Chunk, items: PlannedItem[], results: ItemResult[]): Promise<void> {
+  async #settleResults(chunk: Chunk, items: PlannedItem[], answer: ItemResult[], call: CallRecord) {
     const oneByOne: PlannedItem[] = [];
     const creates = chunk.action === 'create';
     items.forEach((item, index) => {
-      const decision = decideItem(results[index], {
+      const decision = decideItem(answer[index], {
         merged: item.parts !== undefined,
         unrepeatable:
           creates && !isUpserted(chunk.entity, item.payload, this.#deps.mauticVersion?.value),
         perPair: chunk.action === 'linkCompany',
       });
       if (decision.kind === 'one_by_one') oneByOne.push(item);
-      else this.#carryOut(decision, [item], 'write');
+      else this.#carryOut(withCall(decision, call), [item], 'write');
     });
     for (const item of oneByOne) {
       // Each event alone, in order, each after the one before.
@@ -393,7 +391,7 @@ class DeliveryRun {
   #settle(items: PlannedItem[], settled: MessageOutcome): void {
     const outcome = this.#deps.health?.heldIfOpen(settled) ?? settled;
     for (const item of items) {
-      for (const messageId of item.messageIds) this.outcomes.set(messageId, outcome);
+      for (const [messageId, each] of perMessage(item, outcome)) this.outcomes.set(messageId, each);
       if (outcome.kind === 'retry') this.#waiting.push({ record: item.record, outcome });
     }
   }

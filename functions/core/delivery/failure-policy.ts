@@ -20,7 +20,17 @@ import { IN_CALL_RETRY, type InCallRetry, inCallBackoffMs } from '../retry-polic
 
 /** What became of one message. */
 export type MessageOutcome =
-  | { kind: 'delivered'; status: number; id: number }
+  | {
+      kind: 'delivered';
+      status: number;
+      id: number;
+      /** The Mautic call that carried it (its `mautic_call` line's `callId`) and when it answered. */
+      call?: { id: string; at: number };
+      /** Merged into a later event's item: that event's message id (contract §1.6, coalesced). */
+      into?: string;
+      /** Nothing was sent, and why (an `addPoints` already applied for this event). */
+      skipped?: string;
+    }
   /** Refused for good: the message goes to the dead-letter queue with this reason. */
   | { kind: 'rejected'; reason: string; status?: number; message: string }
   /**

@@ -163,7 +163,8 @@ function holdBackWithTheirEarlierEvents<M extends QueuedMessage>(
   }
 }
 
-function receiveCount(message: QueuedMessage): number {
+/** How many times the queue has handed the message out, this receive included. */
+export function receiveCount(message: QueuedMessage): number {
   const count = Number(message.attributes.ApproximateReceiveCount);
   return Number.isInteger(count) && count > 0 ? count : 1;
 }

@@ -29,7 +29,7 @@ export interface IngestRequest {
 }
 
 export interface IngestResponse {
-  status: 202 | IngestRefusal['status'];
+  status: 200 | 202 | IngestRefusal['status'];
   body: unknown;
   /** Headers beside the content type, e.g. a 429's `Retry-After`. */
   headers?: Readonly<Record<string, string>> | undefined;

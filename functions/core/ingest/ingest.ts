@@ -1,8 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { IngestRefusal, QueueUnavailableError } from '../errors.ts';
-import type { Clock, IngestCredentials, Logger, RequestIdentity, RequestLedger } from '../ports.ts';
+import { recordOutcomes } from '../outcome-writes.ts';
+import type {
+  Clock,
+  IngestCredentials,
+  Logger,
+  OutcomeStore,
+  RequestIdentity,
+  RequestLedger,
+} from '../ports.ts';
 import type { EventQueue, OutgoingMessage } from '../queue-ports.ts';
 import type { RecordCounter } from '../record-counter.ts';
+import { INGEST_OUTCOME_BUDGET_MS, queuedOutcomes } from './ingest-outcomes.ts';
 import {
   checkContentType,
   checkSize,
@@ -27,6 +36,8 @@ export interface IngestDeps {
   limits: IngestLimits;
   /** Remembers accepted requests (contract §1, Idempotency); absent: no de-duplication. */
   ledger?: RequestLedger | undefined;
+  /** Where each event's outcome is kept (contract §1.6); absent: none is. */
+  outcomes?: OutcomeStore | undefined;
   /** Counts each record's events per minute (contract §2); absent: records are not bounded. */
   recordCounter?: RecordCounter | undefined;
   logger?: Logger | undefined;
@@ -169,11 +180,36 @@ async function enqueue(
   progress: string | undefined,
 ): Promise<{ response: IngestResponse; progress?: string }> {
   const queuedIds = queuedBefore(progress, messages.length);
-  const position = new Map(messages.map((message, index) => [message, index]));
   const rest = messages.filter((_, index) => queuedIds[index] === null);
   // Counted once its id is claimed, so that a replay gets its first answer, not a 429.
   const admission = await admitToRecords(rest, request, deps);
   if (admission.kind === 'refused') return { response: admission.response };
+  // Beside the sends, not before them: a `queued` that lands after the batch function's
+  // `delivered` never hides it (outcome-view.ts), and a slow store holds the 202 back no
+  // longer than the budget. A request answered 503 may leave `queued` for events its retry
+  // queues.
+  const now = deps.clock.now();
+  const recorded = recordOutcomes(
+    deps.outcomes,
+    queuedOutcomes(rest, now),
+    deps,
+    now + INGEST_OUTCOME_BUDGET_MS,
+  );
+  const [answer] = await Promise.all([
+    queueRest(request, { messages, rest, queuedIds }, admission, deps),
+    recorded,
+  ]);
+  return answer;
+}
+
+/** Queues `rest`, noting in `queuedIds` what the queue took: 202, or 503 with the progress. */
+async function queueRest(
+  request: IngestRequest,
+  { messages, rest, queuedIds }: QueueingState,
+  admission: { giveBack(messages: OutgoingMessage[]): Promise<void> },
+  deps: IngestDeps,
+): Promise<{ response: IngestResponse; progress?: string }> {
+  const position = new Map(messages.map((message, index) => [message, index]));
   try {
     if (rest.length > 0) {
       await deps.queue.enqueue(rest, (message) => {
@@ -195,6 +231,13 @@ async function enqueue(
   }
   const eventIds = messages.map((message, index) => queuedIds[index] ?? message.eventId);
   return { response: { status: 202, body: { accepted: messages.length, eventIds } } };
+}
+
+/** A request's messages, those not queued by an earlier try, and the ids queued per position. */
+interface QueueingState {
+  messages: OutgoingMessage[];
+  rest: OutgoingMessage[];
+  queuedIds: Array<string | null>;
 }
 
 /**

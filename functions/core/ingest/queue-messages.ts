@@ -52,6 +52,12 @@ export function queueMessageFor(event: QueuedEvent, index: number, nonce = ''): 
     deduplicationId: createHash('sha256')
       .update(`${event.sender}\n${event.eventId}\n${event.receivedAt}\n${index}\n${nonce}`)
       .digest('hex'),
+    event: {
+      sender: event.sender,
+      entity: event.entity,
+      action: event.action,
+      receivedAt: event.receivedAt,
+    },
   };
 }
 

@@ -173,7 +173,7 @@ export async function addToSegment(
   try {
     answer = await send('POST', path, call, { body: JSON.stringify({ ids: contactIds }) });
   } catch (error) {
-    const refused = refusal(error);
+    const refused = refusal(error, () => `segment ${segmentId}`);
     if (refused) return contactIds.map(() => refused);
     throw error;
   }
@@ -193,7 +193,7 @@ export async function addToSegment(
       : {
           kind: 'rejected',
           status: 404,
-          message: 'Mautic did not add the contact to the segment (not found or not editable)',
+          message: `Mautic found no contact ${id} to add to segment ${segmentId} (or may not edit it)`,
         };
   });
 }
@@ -280,7 +280,7 @@ export async function contactAction(
   try {
     await send('POST', path, call, {});
   } catch (error) {
-    const refused = refusal(error);
+    const refused = refusal(error, (said) => notFound(action, contactId, fields, said));
     if (refused) return refused;
     throw error;
   }
@@ -290,16 +290,61 @@ export async function contactAction(
 /**
  * A whole-call 400 or 404 of these endpoints is about the item: an unknown segment, campaign,
  * company or contact, a points operator Mautic does not know. Mautic's status and message go to
- * the dead letter.
+ * the dead letter; a 404's detail first says which record Mautic did not find (`whatWasNotFound`),
+ * by id.
  */
-function refusal(error: unknown): ItemResult | undefined {
+function refusal(
+  error: unknown,
+  whatWasNotFound: (mauticMessage: string | undefined) => string,
+): ItemResult | undefined {
   if (!(error instanceof MauticPermanentError)) return undefined;
   if (error.status !== 400 && error.status !== 404) return undefined;
+  const said = error.mauticMessage ?? `Mautic answered ${error.status}`;
   return {
     kind: 'rejected',
     status: error.status,
-    message: error.mauticMessage ?? `Mautic answered ${error.status}`,
+    message:
+      error.status === 404
+        ? `Mautic found no ${whatWasNotFound(error.mauticMessage)} (${said})`
+        : said,
   };
+}
+
+/** What each action's target is, by the id field that names it. */
+const TARGETS: Partial<Record<ContactAction, [string, keyof ActionFields]>> = {
+  addToSegment: ['segment', 'segmentId'],
+  removeFromSegment: ['segment', 'segmentId'],
+  addToCampaign: ['campaign', 'campaignId'],
+  removeFromCampaign: ['campaign', 'campaignId'],
+  linkCompany: ['company', 'companyId'],
+  unlinkCompany: ['company', 'companyId'],
+};
+
+/**
+ * The actions whose controller answers the same "Item was not found." for an unknown contact as
+ * for an unknown target (CampaignApiController's add, CompanyApiController's remove, reference
+ * §11): their 404 cannot tell the two apart.
+ */
+const SAME_ANSWER_FOR_BOTH = new Set<ContactAction>(['addToCampaign', 'unlinkCompany']);
+
+/**
+ * Which record a 404 of an action's endpoint is about, by id: Mautic's controllers answer
+ * "Contact not found." for the contact and "Item was not found." for the target (the segment,
+ * campaign or company), but for the two actions that answer the latter for both.
+ */
+function notFound(
+  action: ContactAction,
+  contactId: number,
+  fields: ActionFields,
+  mauticMessage: string | undefined,
+): string {
+  const contact = `contact ${contactId}`;
+  const target = TARGETS[action];
+  if (target === undefined || mauticMessage === 'Contact not found.') return contact;
+  const named = `${target[0]} ${fields[target[1]] as number}`;
+  if (SAME_ANSWER_FOR_BOTH.has(action))
+    return `${named} or no ${contact} (its answer does not say which)`;
+  return named;
 }
 
 function positive(id: number | undefined): number {

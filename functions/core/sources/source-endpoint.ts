@@ -20,9 +20,14 @@
  * test` and the redrive of such a letter run (infra/cli/source-letters.ts).
  */
 import { createHash } from 'node:crypto';
-import { IngestRefusal, SourceEvaluationError } from '../errors.ts';
+import { IngestRefusal } from '../errors.ts';
 import { eventIdSchema, type RelayEvent } from '../events.ts';
 import { acceptWith, type IngestDeps, queueUnavailable } from '../ingest/ingest.ts';
+import {
+  ignoredOutcome,
+  mappingFailedOutcome,
+  recordSourceOutcome,
+} from '../ingest/ingest-outcomes.ts';
 import {
   envelope,
   type IngestEndpoint,
@@ -38,6 +43,12 @@ import { MAX_MESSAGE_BYTES, toMessages, toSqsText } from '../ingest/queue-messag
 import { checkRecordShare } from '../ingest/record-backlog.ts';
 import type { RequestIdentity } from '../ports.ts';
 import type { OutgoingMessage, SourceDeadLetterQueue } from '../queue-ports.ts';
+import {
+  evaluationFailure,
+  type MappingFailure,
+  mappingFailureText,
+  withoutPayloadValues,
+} from './mapping-failures.ts';
 import {
   type CompiledSource,
   eventPointer,
@@ -129,6 +140,11 @@ async function sourceIntake(
     newId: deps.newId,
   });
   if (mapping.kind === 'ignored') {
+    // Kept under the id its dead letter would have had; without an idempotency key no one
+    // could name it, so nothing is kept.
+    const id = mapping.idBase;
+    const { name } = sourceSender(source.name);
+    if (id !== undefined) await recordSourceOutcome(deps, (now) => ignoredOutcome(id, name, now));
     return { kind: 'answer', response: accepted({ ignored: true }) };
   }
   const { key } = mapping;
@@ -146,31 +162,6 @@ async function sourceIntake(
   // `[]` means nothing to do: nothing is queued, so nothing needs remembering.
   if (mapping.messages.length === 0) return { kind: 'answer', response: accepted() };
   return { kind: 'queue', messages: mapping.messages, identity };
-}
-
-/** Why a payload could not be mapped: the error, and the JSON pointer of the first bad field. */
-interface MappingFailure {
-  error: string;
-  pointer: string;
-}
-
-/** A failure as a dead letter's `relay.detail`, `sources test` and a redrive word it. */
-export function mappingFailureText(failure: MappingFailure): string {
-  return failure.pointer === '' ? failure.error : `${failure.error} (at ${failure.pointer})`;
-}
-
-/** A jsonata error's own words end with its code, e.g. `(D3030 at position 8)`. */
-const JSONATA_ERROR = /\([A-Z]\d{4}( at position \d+)?\)$/;
-
-/**
- * A mapping error without the payload's values, for a dead letter's detail and the commands'
- * output (record contents only with `--show-data`): jsonata quotes the value it failed on, as
- * JSON (`Unable to cast value to a number: "…"`), so every string in its message is blanked;
- * its code and the position in the expression say where. The ingest's own checks quote none.
- */
-export function withoutPayloadValues(error: string): string {
-  if (!JSONATA_ERROR.test(error)) return error;
-  return error.replace(/"(?:[^"\\]|\\.)*"/g, '"…"');
 }
 
 /** What `mapSourcePayload` needs beside the source and the payload. */
@@ -191,7 +182,8 @@ export interface MappingContext {
  * key, undefined when it has none.
  */
 export type PayloadMapping =
-  | { kind: 'ignored' }
+  /** `idBase`: the id its dead letter would have, when the payload has an idempotency key. */
+  | { kind: 'ignored'; idBase?: string }
   | { kind: 'failed'; key: string | undefined; idBase: string; failure: MappingFailure }
   | {
       kind: 'mapped';
@@ -215,8 +207,9 @@ export async function mapSourcePayload(
   context: MappingContext,
 ): Promise<PayloadMapping> {
   let failure: MappingFailure | undefined;
+  let wanted = true;
   try {
-    if (!(await source.filter(body, headers))) return { kind: 'ignored' };
+    wanted = Boolean(await source.filter(body, headers));
   } catch (error) {
     failure = evaluationFailure(error);
   }
@@ -224,7 +217,12 @@ export async function mapSourcePayload(
   try {
     key = await source.idempotencyKey(body, headers);
   } catch (error) {
-    failure ??= evaluationFailure(error);
+    const why = evaluationFailure(error);
+    if (wanted) failure ??= why;
+  }
+  if (!wanted) {
+    if (key === undefined) return { kind: 'ignored' };
+    return { kind: 'ignored', idBase: idBaseOf(source.name, key, context.limits.maxEvents) };
   }
   const idBase =
     context.idBase ?? idBaseOf(source.name, key ?? context.newId(), context.limits.maxEvents);
@@ -237,12 +235,6 @@ export async function mapSourcePayload(
 
 function accepted(extra: Record<string, unknown> = {}): IngestResponse {
   return { status: 202, body: { accepted: 0, eventIds: [], ...extra } };
-}
-
-/** A filter or idempotency key that failed; anything else is a fault of the relay's own. */
-function evaluationFailure(error: unknown): MappingFailure {
-  if (!(error instanceof SourceEvaluationError)) throw error;
-  return { error: error.message, pointer: '' };
 }
 
 /** The sender a source's events are queued under: apart from every `/events` sender. */
@@ -377,6 +369,8 @@ async function keepDeadLetter(
       details: { source: source.name },
     });
   }
+  const { name } = sourceSender(source.name);
+  await recordSourceOutcome(deps, (now) => mappingFailedOutcome({ id, detail }, name, now));
   deps.logger?.warn('A payload could not be mapped; it is kept as a dead letter', {
     event: 'dead_lettered',
     requestId: request.requestId,

@@ -530,12 +530,46 @@ describe('the integrator actions', () => {
       { entity: 'contacts', action: 'linkCompany', id: ann.id, companyId: 999 },
     ]);
 
+    const refused = (message: string) =>
+      expect.objectContaining({
+        kind: 'rejected',
+        reason: 'mautic_rejected_item',
+        status: 404,
+        message,
+      });
     expect(outcomes).toEqual([
-      expect.objectContaining({ kind: 'rejected', reason: 'mautic_rejected_item', status: 404 }),
-      expect.objectContaining({ kind: 'rejected', reason: 'mautic_rejected_item', status: 404 }),
-      expect.objectContaining({ kind: 'rejected', reason: 'mautic_rejected_item', status: 404 }),
+      refused('Mautic found no segment 999 (Item was not found.)'),
+      // CampaignApiController answers the same for an unknown contact: it cannot tell which.
+      refused(
+        `Mautic found no campaign 999 or no contact ${ann.id} (its answer does not say which) (Item was not found.)`,
+      ),
+      refused('Mautic found no company 999 (Item was not found.)'),
     ]);
     expect(apiCalls()).toHaveLength(3);
+  });
+
+  it('says which record Mautic did not find when the contact named by id is the unknown one', async () => {
+    const segment = sim.seed('segments', { name: 'S', alias: 's', isPublished: true });
+    const company = sim.seed('companies', { companyname: 'Acme' });
+    const campaign = sim.seed('campaigns', { name: 'C', isPublished: true });
+
+    const outcomes = await deliver([
+      { entity: 'contacts', action: 'removeFromSegment', id: 404, segmentId: segment.id },
+      { entity: 'contacts', action: 'linkCompany', id: 405, companyId: company.id },
+      { entity: 'contacts', action: 'removeFromCampaign', id: 406, campaignId: campaign.id },
+      { entity: 'contacts', action: 'addPoints', id: 407, points: 3 },
+      { entity: 'contacts', action: 'addDoNotContact', id: 408 },
+      { entity: 'contacts', action: 'addToSegment', id: 409, segmentId: segment.id },
+    ]);
+
+    expect(outcomes.map((outcome) => outcome.kind === 'rejected' && outcome.message)).toEqual([
+      'Mautic found no contact 404 (Contact not found.)',
+      'Mautic found no contact 405 (Contact not found.)',
+      'Mautic found no contact 406 (Contact not found.)',
+      'Mautic found no contact 407 (Contact not found.)',
+      'Mautic found no contact 408 (Item was not found.)',
+      `Mautic found no contact 409 to add to segment ${segment.id} (or may not edit it)`,
+    ]);
   });
 });
 

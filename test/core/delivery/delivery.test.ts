@@ -91,6 +91,9 @@ afterEach(async () => {
 
 const deadline = () => now + 60_000;
 
+/** A delivered outcome names the Mautic call that carried it, as that call's log line does. */
+const call = { id: expect.any(String), at: expect.any(Number) };
+
 describe('deliverChunks', () => {
   it('delivers 450 creates in 3 calls and logs one line per call with ids, never contents', async () => {
     const chunks = plan(creates(450));
@@ -118,7 +121,7 @@ describe('deliverChunks', () => {
     ]);
   });
 
-  it('rejects invalid items for good, gives coalesced messages one outcome, and retries other item statuses', async () => {
+  it('rejects invalid items for good, gives coalesced messages one outcome (the earlier one coalesced into the later), and retries other item statuses', async () => {
     const { id } = sim.seed('contacts', { email: 'known@example.com' });
     const chunks = plan([
       { entity: 'contacts', action: 'create', data: { email: 'ok@example.com' } },
@@ -135,19 +138,19 @@ describe('deliverChunks', () => {
     const outcomes = await deliverChunks(chunks, deadline(), deps);
 
     expect(outcomes.get(ok ?? '')).toMatchObject({ kind: 'delivered', status: 201 });
-    expect(outcomes.get(okAgain ?? '')).toBe(outcomes.get(ok ?? ''));
+    expect(outcomes.get(ok ?? '')).toEqual({ ...outcomes.get(okAgain ?? ''), into: okAgain });
     expect(outcomes.get(bad ?? '')).toMatchObject({
       kind: 'rejected',
       reason: 'mautic_rejected_item',
       status: 400,
     });
-    expect(outcomes.get(edit ?? '')).toEqual({ kind: 'delivered', status: 200, id });
+    expect(outcomes.get(edit ?? '')).toEqual({ kind: 'delivered', status: 200, id, call });
     expect(outcomes.get(unknownEdit ?? '')).toMatchObject({
       kind: 'rejected',
       status: 404,
       message: 'Item was not found.',
     });
-    expect(outcomes.get(del ?? '')).toEqual({ kind: 'delivered', status: 404, id: 8888 });
+    expect(outcomes.get(del ?? '')).toEqual({ kind: 'delivered', status: 404, id: 8888, call });
     expect(
       sim.records('contacts').find((r) => String(r.email).toLowerCase() === 'ok@example.com'),
     ).toMatchObject({
@@ -668,7 +671,7 @@ describe('deliverChunks: order, merges and answers that cannot tell', () => {
       );
 
       expect([...outcomes.values()]).toEqual([
-        { kind: 'delivered', status: 200, id: sim.records('contacts')[0]?.id },
+        { kind: 'delivered', status: 200, id: sim.records('contacts')[0]?.id, call },
       ]);
       expect(sim.records('contacts')).toHaveLength(1);
       expect(apiCalls()).toHaveLength(2);
@@ -707,7 +710,7 @@ describe('deliverChunks: order, merges and answers that cannot tell', () => {
       deps,
     );
 
-    expect([...outcomes.values()]).toEqual([{ kind: 'delivered', status: 200, id }]);
+    expect([...outcomes.values()]).toEqual([{ kind: 'delivered', status: 200, id, call }]);
     expect(sim.records('companies')).toMatchObject([{ id, companyname: 'New' }]);
   });
 });

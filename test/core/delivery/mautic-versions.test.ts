@@ -20,6 +20,8 @@ import { recorder } from '../../support/observe.ts';
 type Event = Pick<QueuedEvent, 'entity' | 'action'> & Partial<QueuedEvent>;
 
 const START = Date.parse('2026-12-01T00:00:00Z');
+/** A delivered outcome names the Mautic call that carried it, as that call's log line does. */
+const call = { id: expect.any(String), at: expect.any(Number) };
 const running: MauticSimulator[] = [];
 afterEach(async () => {
   await Promise.all(running.splice(0).map((sim) => sim.close()));
@@ -103,7 +105,7 @@ describe('a company create whose answer was lost (Mautic applied it, its answer 
       expect(outcome).toEqual(
         repeat === 'refused'
           ? expect.objectContaining({ kind: 'rejected', reason: 'duplicate', status: 422 })
-          : { kind: 'delivered', status: 200, id: 1 },
+          : { kind: 'delivered', status: 200, id: 1, call },
       );
     },
   );
@@ -177,7 +179,9 @@ describe('company links (linkCompany)', () => {
 
     const outcomes = await relay.deliver(links);
 
-    expect(outcomes).toEqual([1, 2, 3, 4, 5].map((id) => ({ kind: 'delivered', status: 200, id })));
+    expect(outcomes).toEqual(
+      [1, 2, 3, 4, 5].map((id) => ({ kind: 'delivered', status: 200, id, call })),
+    );
     expect(relay.calls('/api/companies/batch/addcontacts').map((r) => r.items)).toEqual([5]);
     expect(relay.calls(/^\/api\/companies\/\d+\/contact\//)).toEqual([]);
     expect(linked(relay)).toEqual([[1], [2], [1], [2], [1]]);
@@ -243,7 +247,7 @@ describe('company links (linkCompany)', () => {
         status: 404,
         message: 'Company not found (contact 1, company 99)',
       },
-      { kind: 'delivered', status: 200, id: 2 },
+      { kind: 'delivered', status: 200, id: 2, call },
       {
         kind: 'rejected',
         reason: 'mautic_rejected_item',
@@ -277,7 +281,7 @@ describe('company links (linkCompany)', () => {
     const outcomes = await relay.deliver([link(1, 1), link(2, 1)]);
 
     expect(outcomes).toEqual([
-      { kind: 'delivered', status: 200, id: 1 },
+      { kind: 'delivered', status: 200, id: 1, call },
       {
         kind: 'retry',
         reason: 'mautic_refused_403',

@@ -2,7 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import jsonata from 'jsonata';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { SourceConfigError, SourceEvaluationError } from '../../../functions/core/errors.ts';
-import { withoutPayloadValues } from '../../../functions/core/sources/source-endpoint.ts';
+import { withoutPayloadValues } from '../../../functions/core/sources/mapping-failures.ts';
 import {
   type CompiledSource,
   compileSources,
