@@ -55,11 +55,11 @@ describe('a Mautic outage through npm start', () => {
       () => 'first 100',
     );
 
-    // 20 s of traffic into a Mautic that answers every call 503, and 5 s more of outage: each
+    // 30 s of traffic into a Mautic that answers every call 503, and 5 s more of outage: each
     // second 22 new contacts, and a rename of each of three companies (its order per record).
     const outageAt = Date.now();
     sim.setFaults(OUTAGE);
-    for (let second = 0; second < 20; second++) {
+    for (let second = 0; second < 30; second++) {
       const renames = companies.map((company) => ({
         entity: 'companies',
         action: 'edit',
@@ -69,22 +69,22 @@ describe('a Mautic outage through npm start', () => {
       await send(url, [...contacts(22, `during${second}-`), ...renames]);
       await sleep(Math.max(0, outageAt + (second + 1) * 1_000 - Date.now()));
     }
-    await sleep(Math.max(0, outageAt + 25_000 - Date.now()));
+    await sleep(Math.max(0, outageAt + 35_000 - Date.now()));
     const during = await mauticStatus(dir);
     const recoveredAt = Date.now();
     sim.setFaults(undefined);
 
     await until(
-      () => sim.records('contacts').length === 540,
+      () => sim.records('contacts').length === 760,
       60_000,
-      () => `${sim.records('contacts').length} of 540 contacts delivered`,
+      () => `${sim.records('contacts').length} of 760 contacts delivered`,
     );
     const deliveredAt = Date.now();
     await until(
       () =>
         companies.every(
           (c) =>
-            sim.records('companies').find((r) => r.id === c.id)?.companyname === `Co${c.id} v19`,
+            sim.records('companies').find((r) => r.id === c.id)?.companyname === `Co${c.id} v29`,
         ),
       30_000,
       () => 'the companies did not end in their last name',
@@ -103,7 +103,7 @@ describe('a Mautic outage through npm start', () => {
     expect(String(during.lastFailure)).toContain('503');
     expect(output.some((line) => line.startsWith('Mautic circuit open'))).toBe(true);
 
-    // The recovery: the next probe (4 s at most), then the backlog of 440 contacts in full calls.
+    // The recovery: the next probe (4 s at most), then the backlog of 660 contacts in full calls.
     expect(deliveredAt - recoveredAt).toBeLessThanOrEqual(20_000);
     const creates = apiCalls(sim, recoveredAt).filter((c) => c.path === '/api/contacts/batch/new');
     expect(creates.length).toBeLessThanOrEqual(8);
@@ -114,7 +114,7 @@ describe('a Mautic outage through npm start', () => {
     expect(await mauticStatus(dir)).toMatchObject({ circuit: 'closed', lastFailure: null });
 
     // Nothing lost, nothing doubled: every contact created by exactly one applied item.
-    expect(itemsCreated(sim, 'contacts')).toBe(540);
+    expect(itemsCreated(sim, 'contacts')).toBe(760);
     expect(deadLettered(output).size).toBe(0);
   }, 240_000);
 
