@@ -145,7 +145,7 @@ describe('the console’s views', () => {
       {},
     );
     expect(listed?.status).toBe(200);
-    const { result } = listed?.body as { result: Record<string, unknown> };
+    const { result } = (listed as { body: { result: Record<string, unknown> } }).body;
     expect(result).toMatchObject({
       positionals: ['list'],
       values: { status: 'delivered', since: '--local', env: 'dev', json: true, local: false },
