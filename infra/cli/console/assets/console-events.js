@@ -23,23 +23,26 @@ const COLUMNS = [
   ['mauticIds', 'Mautic ids'],
   ['attempts', 'Tries'],
   ['outcome', 'Reason or last failure'],
-  ['acceptedAt', 'Accepted'],
-  ['updatedAt', 'Updated'],
+  ['acceptedAt', 'Accepted (UTC)'],
+  ['updatedAt', 'Updated (UTC)'],
 ];
 
-const http = (code) => (code === null || code === undefined ? '' : ` (HTTP ${code})`);
+/** A time in a row: "11-28 15:07:06" (UTC, as the column says). */
+const short = (iso) => at(iso).slice(5, 19);
+
+const http = (code) => (code === null || code === undefined ? '' : `HTTP ${code}`);
 
 /** What became of the event, in words: its reason, its last failure, the call that carried it. */
 function outcomeWords(event) {
   switch (event.status) {
     case 'retrying': {
       const failure = event.lastFailure;
-      return `try ${event.attempts} failed: ${failure?.class ?? 'unknown'}${http(failure?.httpStatus)}; next try ${at(event.nextAttemptAt)}`;
+      return `try ${event.attempts} failed: ${failure?.class ?? 'unknown'} ${http(failure?.httpStatus)}; next try ${short(event.nextAttemptAt)}`;
     }
     case 'delivered':
-      return `delivered ${at(event.deliveredAt)}${http(event.httpStatus)}${event.callId ? `, call ${event.callId}` : ''}`;
+      return `${event.httpStatus == null ? 'delivered' : `Mautic answered ${http(event.httpStatus)}`}${event.callId ? ` in call ${event.callId}` : ''}`;
     case 'dead_lettered':
-      return `${event.reason}${http(event.httpStatus)}${event.detail ? `: ${event.detail}` : ''}`;
+      return `${event.reason}: ${event.detail ?? http(event.httpStatus)}`;
     case 'skipped':
       return event.detail ?? 'skipped';
     case 'coalesced':
@@ -64,8 +67,8 @@ function row(event) {
     mauticIds: event.mauticIds?.length ? event.mauticIds.join(', ') : '–',
     attempts: event.attempts ?? 0,
     outcome: outcomeWords(event),
-    acceptedAt: at(event.acceptedAt),
-    updatedAt: at(event.updatedAt),
+    acceptedAt: short(event.acceptedAt),
+    updatedAt: short(event.updatedAt),
   };
 }
 

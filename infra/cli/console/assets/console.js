@@ -28,7 +28,7 @@ function showView(name) {
     if (button.dataset.view === name) button.setAttribute('aria-current', 'page');
     else button.removeAttribute('aria-current');
   }
-  for (const section of document.querySelectorAll('main section'))
+  for (const section of document.querySelectorAll('main > section'))
     section.hidden = section.id !== name;
   say('');
   const load = {
