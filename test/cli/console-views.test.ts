@@ -1,7 +1,7 @@
 /**
  * The console's views run the operator commands with --json on the console's target: the
  * arguments they pass (filters as `--name=value`, so no value is taken for an option), what they
- * answer for a usage mistake, and the Events view waiting for an `events` command.
+ * answer for a usage mistake, and the Events view's lookups and lists.
  */
 import { describe, expect, it } from 'vitest';
 import type { CliIo, Command } from '../../infra/cli/command.ts';
@@ -38,7 +38,7 @@ function echo(name: string): Command {
       payload: { type: 'string' },
       header: { type: 'string', multiple: true },
     },
-    positionals: 2,
+    positionals: 5,
     run: async (values, positionals, quiet) => {
       if (values.reason === 'bad') throw new UsageError('--reason must be one of …');
       quiet.stderr('a note\n');
@@ -114,18 +114,69 @@ describe('the console’s views', () => {
     expect(String(values.payload)).toMatch(/payload\.json$/);
   });
 
-  it('show events once an events command is there, and say so until then', async () => {
-    const without = consoleRoutes(deps([]));
-    expect((await without['/api/events']?.handle(new URLSearchParams(), {}))?.status).toBe(501);
+  it('look events up by one id or several, each checked, with events show', async () => {
     const routes = consoleRoutes(deps([echo('events')]));
-    const shown = await routes['/api/events']?.handle(new URLSearchParams({ id: 'msg_1:0' }), {});
-    expect(shown?.body).toMatchObject({ result: { positionals: ['show', 'msg_1:0'] } });
+    const get = (query: Record<string, string>) =>
+      routes['/api/events']?.handle(new URLSearchParams(query), {});
+    const one = await get({ id: 'msg_1:0' });
+    expect(one?.body).toMatchObject({ result: { positionals: ['show', 'msg_1:0'] } });
+    const several = await get({ id: ' stripe:evt_1, msg_2:1  msg_2:1\nmsg_3 ' });
+    expect(several?.body).toMatchObject({
+      result: { positionals: ['show', 'stripe:evt_1', 'msg_2:1', 'msg_3'] },
+    });
+    for (const id of ['-x', 'msg_1 --local', 'a/b', 'x'.repeat(201)])
+      expect((await get({ id }))?.status, id).toBe(400);
+    const tooMany = Array.from({ length: 101 }, (_, i) => `e${i}`).join(' ');
+    expect(await get({ id: tooMany })).toEqual({
+      status: 400,
+      body: { error: 'At most 100 event ids' },
+    });
+  });
+
+  it('list events with events list, the filters as --name=value, only the ones it takes', async () => {
+    const routes = consoleRoutes(deps([echo('events')]));
     const listed = await routes['/api/events']?.handle(
-      new URLSearchParams({ status: 'delivered' }),
+      new URLSearchParams({
+        status: 'delivered',
+        since: '--local',
+        reason: 'no_match',
+        entity: '',
+      }),
       {},
     );
-    expect(listed?.body).toMatchObject({
-      result: { positionals: ['list'], values: { status: 'delivered' } },
+    expect(listed?.status).toBe(200);
+    const { result } = (listed as { body: { result: Record<string, unknown> } }).body;
+    expect(result).toMatchObject({
+      positionals: ['list'],
+      values: { status: 'delivered', since: '--local', env: 'dev', json: true, local: false },
+    });
+    expect(result.values).not.toHaveProperty('reason');
+  });
+
+  it('pass on a command that printed nothing and failed with its notes (outcomes turned off)', async () => {
+    const off: Command = {
+      ...echo('events'),
+      run: async (_, __, quiet) => {
+        quiet.stderr('This npm start keeps no outcomes of events (OUTCOME_RETENTION_SECONDS=0).\n');
+        return 1;
+      },
+    };
+    const routes = consoleRoutes(deps([off]));
+    expect(await routes['/api/events']?.handle(new URLSearchParams(), {})).toEqual({
+      status: 200,
+      body: {
+        result: null,
+        failed: true,
+        notes: ['This npm start keeps no outcomes of events (OUTCOME_RETENTION_SECONDS=0).'],
+      },
+    });
+  });
+
+  it('say a command that is not in this version is not', async () => {
+    const without = consoleRoutes(deps([]));
+    expect(await without['/api/events']?.handle(new URLSearchParams(), {})).toEqual({
+      status: 501,
+      body: { error: 'events is not in this version' },
     });
   });
 });

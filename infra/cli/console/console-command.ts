@@ -1,6 +1,7 @@
 import type { Command } from '../command.ts';
 import { deadLettersCommand } from '../dead-letters.ts';
 import { EXIT } from '../errors.ts';
+import { eventsCommand } from '../events.ts';
 import { TARGET_HELP, withTarget } from '../options.ts';
 import { redriveCommand } from '../redrive.ts';
 import { sourcesCommand } from '../sources-command.ts';
@@ -11,12 +12,10 @@ import { readRunbook } from './console-runbook.ts';
 import { startConsoleServer } from './console-server.ts';
 import { commandRunner } from './console-views.ts';
 
-/**
- * The commands the console's views run. `events` joins this list when it exists: the Events
- * view asks for it by name and says it is not in this version until then.
- */
+/** The commands the console's views run, each with --json (console-views.ts). */
 const VIEWED: ReadonlyArray<Command> = [
   statusCommand,
+  eventsCommand,
   deadLettersCommand,
   redriveCommand,
   sourcesCommand,
@@ -28,16 +27,21 @@ const POLL_MS = 200;
 export const consoleCommand: Command = {
   name: 'console',
   usage: 'console (--env NAME | --local)',
-  summary: 'a page on 127.0.0.1: the flow, the queue, dead letters, sources',
+  summary: 'a page on 127.0.0.1: the flow, Mautic’s health, events, dead letters, sources',
   details: `Serves a page on 127.0.0.1, on a free port, and prints its URL once, with a token: open it
-in a browser on this machine. It shows the last hour's flow (events accepted, delivered, retrying
-and dead-lettered per minute), the queue, Mautic's calls, the tokens' time left, the dead letters
-by reason with the runbook's words (redrive and discard, the dry-run count first), and the
-sources with a playground that runs "sources test" on a pasted payload. Each view runs the
-operator command it shows, with --json, on the same target and with the same AWS credentials;
-nothing is deployed for it. Only this machine reaches it; nothing it shows holds a token, a
-secret or a record's contents (but the playground's events, mapped from the payload pasted).
-Ctrl-C stops it.
+in a browser on this machine. Its views:
+  Overview      the last hour's flow (events accepted, delivered, retrying and dead-lettered
+                per minute), the queue, Mautic's health (its circuit, the next probe, the last
+                failure, its time per item, the calls in flight allowed), the tokens' time left
+  Events        an event's outcome by id (one or several), or a list by status, entity, action
+                and time: its Mautic ids, tries, reason or last failure ("events show|list")
+  Dead letters  the letters by reason with the runbook's words; redrive and discard, the dry-run
+                count first; each letter links to its event's outcome
+  Sources       each source, and a playground that runs "sources test" on a pasted payload
+Each view runs the operator command it shows, with --json, on the same target and with the same
+AWS credentials; nothing is deployed for it. Only this machine reaches it; nothing it shows holds
+a token, a secret or a record's contents (but the playground's events, mapped from the payload
+pasted). Ctrl-C stops it.
 ${TARGET_HELP.split('\n  --json')[0]}`,
   options: { env: { type: 'string' }, local: { type: 'boolean', default: false } },
   positionals: 0,

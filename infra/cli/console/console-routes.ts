@@ -16,12 +16,18 @@ export interface ConsoleDeps {
   target: Pick<Target, 'name' | 'local'>;
 }
 
-/** The filters a view passes on to a command, each as `--name=value` (never taken for an option). */
-const FILTERS = ['reason', 'entity', 'action', 'since', 'status', 'limit'] as const;
+/** The filters each view passes on to its command, each as `--name=value` (never an option). */
+const LETTER_FILTERS = ['reason', 'entity', 'action', 'since', 'limit'] as const;
+const EVENT_FILTERS = ['status', 'entity', 'action', 'since', 'limit'] as const;
+/** Most ids one lookup takes, as `events show` does. */
+const MAX_EVENT_IDS = 100;
 
-function filterArgs(source: (name: string) => unknown): string[] {
+function filterArgs(
+  source: (name: string) => unknown,
+  filters: ReadonlyArray<string> = LETTER_FILTERS,
+): string[] {
   const args: string[] = [];
-  for (const name of FILTERS) {
+  for (const name of filters) {
     const value = source(name);
     if (typeof value === 'string' && value !== '') args.push(`--${name}=${value.slice(0, 200)}`);
   }
@@ -30,7 +36,8 @@ function filterArgs(source: (name: string) => unknown): string[] {
 
 /** A source's name or an event's id: a word, never something the parser could take for an option. */
 const isName = (value: string) => /^[\w.:][\w.:-]{0,199}$/.test(value);
-const badName = (what: string): Answer => ({ status: 400, body: { error: `Not ${what}` } });
+const badRequest = (error: string): Answer => ({ status: 400, body: { error } });
+const badName = (what: string) => badRequest(`Not ${what}`);
 
 const fromQuery = (query: URLSearchParams) => (name: string) => query.get(name) ?? undefined;
 const fromBody = (body: Record<string, unknown>) => (name: string) => body[name];
@@ -97,16 +104,13 @@ export function consoleRoutes(deps: ConsoleDeps): Record<string, Route> {
     '/api/events': {
       method: 'GET',
       handle: async (query) => {
-        if (!runner.has('events'))
-          return {
-            status: 501,
-            body: { error: 'Events and their outcomes are not in this version of the relay.' },
-          };
-        const id = query.get('id');
-        if (id && !isName(id)) return badName("an event's id");
-        return id
-          ? runner.run('events', ['show', id])
-          : runner.run('events', ['list', ...filterArgs(fromQuery(query))]);
+        // One id or several, apart by spaces or commas: `events show ID…`; else `events list`.
+        const ids = [...new Set((query.get('id') ?? '').split(/[\s,]+/).filter(Boolean))];
+        if (ids.length > MAX_EVENT_IDS) return badRequest(`At most ${MAX_EVENT_IDS} event ids`);
+        if (!ids.every(isName)) return badName("an event's id");
+        return ids.length > 0
+          ? runner.run('events', ['show', ...ids])
+          : runner.run('events', ['list', ...filterArgs(fromQuery(query), EVENT_FILTERS)]);
       },
     },
   };

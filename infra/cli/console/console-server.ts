@@ -19,6 +19,8 @@ const MAX_BODY_BYTES = 1_048_576;
 const ASSETS: Record<string, { file: string; type: string }> = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
   '/console.js': { file: 'console.js', type: 'text/javascript; charset=utf-8' },
+  '/console-page.js': { file: 'console-page.js', type: 'text/javascript; charset=utf-8' },
+  '/console-events.js': { file: 'console-events.js', type: 'text/javascript; charset=utf-8' },
   '/console.css': { file: 'console.css', type: 'text/css; charset=utf-8' },
 };
 

@@ -15,11 +15,10 @@ export interface Answer {
 /**
  * The console's views run the operator commands themselves, with `--json`, on the console's
  * target: what the page shows is what the CLI prints, through the same modules (no second
- * implementation). A command is found by name, so one added later (say `events`) is a line in
- * the console's list.
+ * implementation). A command is found by name: one more view's command is a line in the
+ * console's list.
  */
 export interface CommandRunner {
-  has(name: string): boolean;
   /** `name args… --json` on the console's target; its JSON, or its message as an error. */
   run(name: string, args: string[]): Promise<Answer>;
 }
@@ -31,7 +30,6 @@ export function commandRunner(
 ): CommandRunner {
   const named = new Map(commands.map((command) => [command.name, command]));
   return {
-    has: (name) => named.has(name),
     run: async (name, args) => {
       const command = named.get(name);
       if (!command) return { status: 501, body: { error: `${name} is not in this version` } };

@@ -1,6 +1,20 @@
 // The console's page: plain DOM, no framework and no build step. Every value reaches the page
 // through textContent, never as HTML, so nothing an event or a letter holds can run here.
 
+import { askForIds, loadEvents } from './console-events.js';
+import {
+  $,
+  api,
+  at,
+  element,
+  formFilters,
+  fromNow,
+  say,
+  setText,
+  table,
+  value,
+} from './console-page.js';
+
 const FLOWS = [
   ['accepted', 'Accepted', '#3b82c4'],
   ['delivered', 'Delivered', '#2f9e44'],
@@ -8,49 +22,23 @@ const FLOWS = [
   ['deadLettered', 'Dead-lettered', '#c92a2a'],
 ];
 const SVG = 'http://www.w3.org/2000/svg';
-let session;
-
-const $ = (selector) => document.querySelector(selector);
-
-function element(name, text, attributes = {}) {
-  const node = document.createElement(name);
-  if (text !== undefined) node.textContent = String(text);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
-  return node;
-}
-
-function say(text) {
-  $('#message').textContent = text ?? '';
-}
-
-/** GET or POST one API route; POST carries the token header the server asks changes for. */
-async function api(path, body) {
-  const init = { credentials: 'same-origin', headers: {} };
-  if (body !== undefined) {
-    session ??= await (await fetch('/api/session', init)).json();
-    init.method = 'POST';
-    init.headers = { 'content-type': 'application/json', [session.headerName]: session.token };
-    init.body = JSON.stringify(body);
-  }
-  const response = await fetch(path, init);
-  const answer = await response.json();
-  if (!response.ok) throw new Error(answer.error ?? `HTTP ${response.status}`);
-  return answer;
-}
 
 function showView(name) {
   for (const button of document.querySelectorAll('nav button')) {
     if (button.dataset.view === name) button.setAttribute('aria-current', 'page');
     else button.removeAttribute('aria-current');
   }
-  for (const section of document.querySelectorAll('main section'))
+  for (const section of document.querySelectorAll('main > section'))
     section.hidden = section.id !== name;
   say('');
-  const load = { overview: loadOverview, 'dead-letters': loadDeadLetters, sources: loadSources };
+  const load = {
+    overview: loadOverview,
+    events: loadEvents,
+    'dead-letters': loadDeadLetters,
+    sources: loadSources,
+  };
   load[name]?.().catch((error) => say(error.message));
 }
-
-const value = (n, unit = '') => (n === null || n === undefined ? 'unknown' : `${n}${unit}`);
 
 function duration(seconds) {
   if (seconds === null || seconds === undefined) return 'unknown';
@@ -64,10 +52,6 @@ function duration(seconds) {
           ? `${Math.floor(s / 60)} min ${s % 60} s`
           : `${s} s`;
   return seconds < 0 ? `expired ${text} ago` : `${text} left`;
-}
-
-function setText(id, text) {
-  $(`#${id}`).textContent = text;
 }
 
 async function loadOverview() {
@@ -96,7 +80,52 @@ async function loadOverview() {
   setText('token-updated', token.updatedAt ?? 'never');
   setText('mautic-version', token.mauticVersion ?? 'unknown');
   setText('ingest-url', ingestUrl);
+  showHealth(result.mautic);
   drawFlow(flow);
+}
+
+const CIRCUIT_WORDS = {
+  closed: 'closed: calls go to Mautic',
+  open: 'open: calls wait for the next probe',
+  half_open: 'half-open: a probe is testing Mautic',
+};
+
+const HEALTH_FIELDS = [
+  'mautic-since',
+  'mautic-next-probe',
+  'mautic-last-failure',
+  'mautic-ms-per-item',
+  'mautic-in-flight',
+];
+
+const when = (iso) => `${at(iso)} (${fromNow(iso)})`;
+
+/** Mautic's health as every batch invocation shares it (status's `mautic`): null is unknown. */
+function showHealth(mautic) {
+  const circuit = mautic?.circuit ?? null;
+  const node = $('#mautic-circuit');
+  node.dataset.circuit = circuit ?? 'unknown';
+  if (circuit === null) {
+    node.textContent = 'unknown (status could not read it)';
+    for (const id of HEALTH_FIELDS) setText(id, 'unknown');
+    return;
+  }
+  node.textContent = CIRCUIT_WORDS[circuit] ?? circuit;
+  setText('mautic-since', mautic.since ? when(mautic.since) : 'no outage seen');
+  setText('mautic-next-probe', mautic.nextProbeAt ? when(mautic.nextProbeAt) : 'none (not open)');
+  setText('mautic-last-failure', mautic.lastFailure ?? 'none');
+  setText(
+    'mautic-ms-per-item',
+    mautic.recentMsPerItem === null
+      ? 'no call timed yet'
+      : `${mautic.recentMsPerItem} ms recently (usual ${value(mautic.usualMsPerItem, ' ms')})`,
+  );
+  setText(
+    'mautic-in-flight',
+    mautic.callsInFlightAllowed === null
+      ? 'not held back'
+      : `at most ${mautic.callsInFlightAllowed} (Mautic is slow)`,
+  );
 }
 
 function drawFlow(flow) {
@@ -158,26 +187,6 @@ function chart(flow) {
   return svg;
 }
 
-function table(columns, rows) {
-  const head = element('tr');
-  head.append(...columns.map(([, title]) => element('th', title, { scope: 'col' })));
-  const body = rows.map((row) => {
-    const tr = element('tr');
-    tr.append(...columns.map(([key]) => element('td', row[key] ?? '')));
-    return tr;
-  });
-  const node = element('table');
-  node.append(element('thead'), element('tbody'));
-  node.tHead.append(head);
-  node.tBodies[0].append(...body);
-  return node;
-}
-
-function formFilters(form) {
-  const data = new FormData(form);
-  return Object.fromEntries([...data.entries()].filter(([, v]) => v !== ''));
-}
-
 const LETTER_COLUMNS = [
   ['deadLetteredAt', 'Dead-lettered'],
   ['reason', 'Reason'],
@@ -207,7 +216,21 @@ async function loadDeadLetters() {
       return box;
     }),
   );
-  $('#dead-items').replaceChildren(table(LETTER_COLUMNS, result.items));
+  const rows = result.items.map((item) => ({ ...item, eventId: eventLink(item.eventId) }));
+  $('#dead-items').replaceChildren(table(LETTER_COLUMNS, rows));
+}
+
+/** A dead letter's event id, as a link to that event's outcome in the Events view. */
+function eventLink(eventId) {
+  if (!eventId) return '';
+  const link = element('a', eventId, { href: '#events' });
+  link.onclick = (event) => {
+    event.preventDefault();
+    askForIds([eventId]);
+    showView('events');
+    $('#events-form input[name=id]').focus();
+  };
+  return link;
 }
 
 function fillReasons(runbook) {
@@ -246,31 +269,6 @@ async function change(kind) {
   const count = kind === 'redrive' ? done.result.moved : done.result.discarded;
   say(`${kind === 'redrive' ? 'Moved' : 'Discarded'} ${count} of ${matched}; ${left} left.`);
   await loadDeadLetters();
-}
-
-async function loadEvents(event) {
-  event.preventDefault();
-  const filters = formFilters($('#events-form'));
-  const result = $('#events-result');
-  try {
-    const answer = await api(`/api/events?${new URLSearchParams(filters)}`);
-    const events = answer.result?.events ?? [];
-    result.replaceChildren(
-      table(
-        Object.keys(events[0] ?? { eventId: 0 }).map((k) => [k, k]),
-        events.map((e) =>
-          Object.fromEntries(
-            Object.entries(e).map(([k, v]) => [
-              k,
-              typeof v === 'object' && v !== null ? JSON.stringify(v) : v,
-            ]),
-          ),
-        ),
-      ),
-    );
-  } catch (error) {
-    result.replaceChildren(element('p', error.message));
-  }
 }
 
 async function loadSources() {
@@ -324,7 +322,10 @@ function start() {
   };
   $('#redrive').onclick = () => change('redrive').catch((error) => say(error.message));
   $('#discard').onclick = () => change('discard').catch((error) => say(error.message));
-  $('#events-form').onsubmit = loadEvents;
+  $('#events-form').onsubmit = (event) => {
+    event.preventDefault();
+    loadEvents();
+  };
   $('#playground').onsubmit = tryMapping;
   showView('overview');
   // The Overview follows the flow while it is shown; the other views change only when asked.
