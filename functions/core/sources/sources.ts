@@ -205,7 +205,7 @@ function compileSource(
       });
       return typeof result === 'boolean'
         ? result
-        : (await TRUTHINESS.evaluate(null, { v: result })) === true;
+        : (await truthiness().evaluate(null, { v: result })) === true;
     },
     async map(body, headers) {
       try {
@@ -230,8 +230,15 @@ function compileSource(
   };
 }
 
-/** JSONata's own truthiness (`$boolean`), compiled once, for a filter that yields a non-boolean. */
-const TRUTHINESS = jsonata('$boolean($v)');
+/**
+ * JSONata's own truthiness (`$boolean`), compiled once, at the first filter that yields a
+ * non-boolean: not at import, where a function without sources would pay for it.
+ */
+let truthinessExpression: jsonata.Expression | undefined;
+function truthiness(): jsonata.Expression {
+  truthinessExpression ??= jsonata('$boolean($v)');
+  return truthinessExpression;
+}
 
 /** An idempotency key this long is not an id but a mistake (a whole object's text, say). */
 const MAX_KEY_LENGTH = 256;
