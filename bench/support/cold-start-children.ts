@@ -68,6 +68,8 @@ const FUNCTION_ENV: Readonly<Record<Role, Readonly<Record<string, string>>>> = {
     EVENTS_QUEUE_URL: QUEUE_URL,
     DEAD_LETTER_QUEUE_URL: DLQ_URL,
     REFRESH_FUNCTION_NAME: 'MauticRelay-bench-RefreshFunction',
+    // The action ledger's and Mautic's health's table (the stack sets it); not called at INIT.
+    DEDUP_TABLE_NAME: 'relay-dedup',
   },
   refresh: {
     CLIENT_SECRET_ID: SECRET_ARN('client'),
@@ -208,7 +210,9 @@ async function ricInit(bundle: Bundle, dir: string, entry: string): Promise<numb
   const exited = new Promise<never>((_, reject) =>
     child.once('exit', (code, signal) =>
       reject(
-        new Error(`${bundle.name} under aws-lambda-ric exited (${signal ?? code}): ${stderr}`),
+        new Error(
+          `${bundle.name} under aws-lambda-ric exited (${signal ?? code}): ${stderr.slice(-1500)}`,
+        ),
       ),
     ),
   );
@@ -283,7 +287,9 @@ function runChild(
         const why =
           signal === 'SIGKILL' ? `no exit within ${CHILD_TIMEOUT_MS} ms` : (signal ?? code);
         reject(
-          new Error(`importing ${bundle.name} failed (${why}):\n${(stderr || stdout).trim()}`),
+          new Error(
+            `importing ${bundle.name} failed (${why}):\n${(stderr || stdout).trim().slice(-1500)}`,
+          ),
         );
         return;
       }
