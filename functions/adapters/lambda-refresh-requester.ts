@@ -9,12 +9,14 @@ interface RefreshRequest {
   staleUpdatedAt?: string | null;
 }
 
-/** The refresher's answer (`RefreshOutcome`), as much of it as callers use. */
-const answerSchema = z.object({
-  action: z.enum(['none', 'refreshed', 'failed']),
-  why: z.string().optional(),
-  stored: z.object({ updatedAt: z.string(), accessTokenExpiresAt: z.string() }).optional(),
-});
+/** The refresher's answer (`RefreshOutcome`), as much of it as callers use; built at first use. */
+const answerSchema = () =>
+  z.object({
+    action: z.enum(['none', 'refreshed', 'failed']),
+    why: z.string().optional(),
+    stored: z.object({ updatedAt: z.string(), accessTokenExpiresAt: z.string() }).optional(),
+  });
+let answerSchemaMade: ReturnType<typeof answerSchema> | undefined;
 
 /**
  * Runs the refresher function now with a synchronous (RequestResponse) invoke and hands back its
@@ -59,7 +61,8 @@ export class LambdaRefreshRequester implements RefreshRequester {
     } catch {
       body = undefined;
     }
-    const parsed = answerSchema.safeParse(body);
+    answerSchemaMade ??= answerSchema();
+    const parsed = answerSchemaMade.safeParse(body);
     if (!parsed.success) throw new Error('The token refresher answered something unexpected');
     const { action, why, stored } = parsed.data;
     return {

@@ -3,37 +3,40 @@
  * schema, which the store's adapter and the operator's `status` read it with.
  */
 import * as z from 'zod';
+import { lazy } from './lazy.ts';
 
 const circuitNames = ['closed', 'open', 'half_open'] as const;
 
-/** The shared state, as stored (its schema checks what a store hands back). */
-const healthStateSchema = z.object({
-  circuit: z.enum(circuitNames),
-  /** When the circuit entered this state (epoch ms). */
-  since: z.number(),
-  /** Open: no call before this; the events held come back then, together (a point of the grid). */
-  nextProbeAt: z.number().optional(),
-  /** Open or half-open: the probe interval in force, `probeBaseMs × 2^k`. */
-  probeIntervalMs: z.number().optional(),
-  /** Half-open: the call that probes, and until when its lease holds (then another may). */
-  probe: z.object({ holder: z.string(), until: z.number() }).optional(),
-  /** Closed: the distinct calls that failed as Mautic failing since the last answered one. */
-  failures: z.array(z.object({ call: z.string(), at: z.number() })),
-  /** The last failure that said Mautic is down (never a token or a record's content). */
-  lastFailure: z.object({ status: z.number().optional(), message: z.string() }).optional(),
-  /** Mautic's time per item: its recent level (fast average) and its usual one (slow), in ms. */
-  msPerItem: z.number().optional(),
-  usualMsPerItem: z.number().optional(),
-  /** Calls in flight allowed across invocations; absent or the ceiling: not paced. */
-  allowance: z.number().optional(),
-  /** When the allowance last changed. */
-  pacedAt: z.number().optional(),
-  /** While paced: each call in flight by its holder, with the end of its lease. */
-  slots: z.record(z.string(), z.number()),
-  /** While paced: the calls waiting for a slot, first come first served, each until it gives up. */
-  queue: z.array(z.object({ holder: z.string(), until: z.number() })).optional(),
-});
-export type HealthState = z.infer<typeof healthStateSchema>;
+/** The shared state, as stored (its schema checks what a store hands back); built at first use. */
+const healthStateSchema = lazy(() =>
+  z.object({
+    circuit: z.enum(circuitNames),
+    /** When the circuit entered this state (epoch ms). */
+    since: z.number(),
+    /** Open: no call before this; the events held come back then, together (a point of the grid). */
+    nextProbeAt: z.number().optional(),
+    /** Open or half-open: the probe interval in force, `probeBaseMs × 2^k`. */
+    probeIntervalMs: z.number().optional(),
+    /** Half-open: the call that probes, and until when its lease holds (then another may). */
+    probe: z.object({ holder: z.string(), until: z.number() }).optional(),
+    /** Closed: the distinct calls that failed as Mautic failing since the last answered one. */
+    failures: z.array(z.object({ call: z.string(), at: z.number() })),
+    /** The last failure that said Mautic is down (never a token or a record's content). */
+    lastFailure: z.object({ status: z.number().optional(), message: z.string() }).optional(),
+    /** Mautic's time per item: its recent level (fast average) and its usual one (slow), in ms. */
+    msPerItem: z.number().optional(),
+    usualMsPerItem: z.number().optional(),
+    /** Calls in flight allowed across invocations; absent or the ceiling: not paced. */
+    allowance: z.number().optional(),
+    /** When the allowance last changed. */
+    pacedAt: z.number().optional(),
+    /** While paced: each call in flight by its holder, with the end of its lease. */
+    slots: z.record(z.string(), z.number()),
+    /** While paced: the calls waiting for a slot, first come first served, each until it gives up. */
+    queue: z.array(z.object({ holder: z.string(), until: z.number() })).optional(),
+  }),
+);
+export type HealthState = z.infer<ReturnType<typeof healthStateSchema>>;
 
 /** The key of the item that holds it in the de-duplication table (no TTL: never swept). */
 export const HEALTH_ITEM_KEY = 'mautic#health';
@@ -42,7 +45,7 @@ export const HEALTH_ITEM_KEY = 'mautic#health';
 export function parseHealthState(text: string | undefined): HealthState | undefined {
   if (text === undefined) return undefined;
   try {
-    const parsed = healthStateSchema.safeParse(JSON.parse(text));
+    const parsed = healthStateSchema().safeParse(JSON.parse(text));
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;

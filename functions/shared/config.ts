@@ -118,32 +118,41 @@ const outcomesOf = (env: OutcomeEnv) =>
     ? undefined
     : { tableName: env.OUTCOME_TABLE_NAME, retentionSeconds: env.OUTCOME_RETENTION_SECONDS };
 
-const batchSchema = z.object({
-  [ENV.MAUTIC_BASE_URL]: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
-  [ENV.TOKEN_SECRET_ID]: required,
-  [ENV.EVENTS_QUEUE_URL]: required,
-  [ENV.DEAD_LETTER_QUEUE_URL]: required,
-  [ENV.REFRESH_FUNCTION_NAME]: required,
-  [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
-  [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
-  [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-  // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
-  // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
-  [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
-  // 12 hours is the longest visibility timeout SQS accepts.
-  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
-  [ENV.RETRY_BASE_SECONDS]: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
-  [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
-  [ENV.RETRY_HORIZON_SECONDS]: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
-  [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
-  [ENV.MAX_CONCURRENCY]: integer(1, 1000, DEFAULTS.maxConcurrency),
-  [ENV.CIRCUIT_PROBE_BASE_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
-  [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
-  // The action ledger's and Mautic's health's table, made even with de-duplication off.
-  [ENV.DEDUP_TABLE_NAME]: required,
-  ...outcomeSettings,
-});
+/**
+ * Each function's schema is built when its loader runs, not at import: zod's schemas cost
+ * milliseconds to construct, and each bundle needs only its own function's (bench:cold-start).
+ */
+const batchSchema = () =>
+  z.object({
+    [ENV.MAUTIC_BASE_URL]: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
+    [ENV.TOKEN_SECRET_ID]: required,
+    [ENV.EVENTS_QUEUE_URL]: required,
+    [ENV.DEAD_LETTER_QUEUE_URL]: required,
+    [ENV.REFRESH_FUNCTION_NAME]: required,
+    [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
+    [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
+    [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
+    // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
+    // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
+    [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
+    [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
+    // 12 hours is the longest visibility timeout SQS accepts.
+    [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
+    [ENV.RETRY_BASE_SECONDS]: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
+    [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
+    [ENV.RETRY_HORIZON_SECONDS]: integer(
+      1,
+      MAX_RETRY_HORIZON_SECONDS,
+      DEFAULTS.retryHorizonSeconds,
+    ),
+    [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
+    [ENV.MAX_CONCURRENCY]: integer(1, 1000, DEFAULTS.maxConcurrency),
+    [ENV.CIRCUIT_PROBE_BASE_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
+    [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
+    // The action ledger's and Mautic's health's table, made even with de-duplication off.
+    [ENV.DEDUP_TABLE_NAME]: required,
+    ...outcomeSettings,
+  });
 
 /** The batch function's configuration. */
 export interface BatchConfig {
@@ -171,7 +180,7 @@ export interface BatchConfig {
 export function loadBatchConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<BatchConfig> {
-  const values = parse(batchSchema, env);
+  const values = parse(batchSchema(), env);
   return Object.freeze({
     mauticBaseUrl: values.MAUTIC_BASE_URL,
     tokenSecretId: values.TOKEN_SECRET_ID,
@@ -258,49 +267,60 @@ export const recordEventsPerMinute = integer(
   DEFAULTS.maxRecordEventsPerMinute,
 );
 
-const ingestSchema = z
-  .object({
-    [ENV.EVENTS_QUEUE_URL]: required,
-    [ENV.WEBHOOK_SECRET_ID]: z.string().min(1).optional(),
-    [ENV.WEBHOOK_SECRET]: commaList,
-    [ENV.INGEST_API_KEYS]: commaList,
-    [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
-    [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
-    [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
-    [ENV.ENTITIES]: entityList,
-    [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
-    [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
-    [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
-    [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
-    [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
-    [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
-    [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
-    ...outcomeSettings,
-  })
-  .refine((env) => env.SOURCES_DOCUMENT === undefined || env.DEAD_LETTER_QUEUE_URL !== undefined, {
-    path: [ENV.DEAD_LETTER_QUEUE_URL],
-    message: 'is required with SOURCES_DOCUMENT (a payload that cannot be mapped is kept there)',
-  })
-  .refine((env) => env.SOURCES_DOCUMENT === undefined || env.SOURCES_SECRET_PREFIX !== undefined, {
-    path: [ENV.SOURCES_SECRET_PREFIX],
-    message: 'is required with SOURCES_DOCUMENT',
-  })
-  .refine(
-    (env) =>
-      (env.DEDUP_WINDOW_SECONDS === 0 && env.MAX_RECORD_EVENTS_PER_MINUTE === 0) ||
-      env.DEDUP_TABLE_NAME !== undefined,
-    {
-      path: [ENV.DEDUP_TABLE_NAME],
-      message: 'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
-    },
-  )
-  .refine(
-    (env) =>
-      env.WEBHOOK_SECRET_ID !== undefined ||
-      env.WEBHOOK_SECRET.length > 0 ||
-      env.INGEST_API_KEYS.length > 0,
-    { path: [ENV.WEBHOOK_SECRET_ID], message: 'or WEBHOOK_SECRET or INGEST_API_KEYS is required' },
-  );
+const ingestSchema = () =>
+  z
+    .object({
+      [ENV.EVENTS_QUEUE_URL]: required,
+      [ENV.WEBHOOK_SECRET_ID]: z.string().min(1).optional(),
+      [ENV.WEBHOOK_SECRET]: commaList,
+      [ENV.INGEST_API_KEYS]: commaList,
+      [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
+      [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
+      [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
+      [ENV.ENTITIES]: entityList,
+      [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
+      [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
+      [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
+      [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
+      [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
+      [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
+      [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
+      ...outcomeSettings,
+    })
+    .refine(
+      (env) => env.SOURCES_DOCUMENT === undefined || env.DEAD_LETTER_QUEUE_URL !== undefined,
+      {
+        path: [ENV.DEAD_LETTER_QUEUE_URL],
+        message:
+          'is required with SOURCES_DOCUMENT (a payload that cannot be mapped is kept there)',
+      },
+    )
+    .refine(
+      (env) => env.SOURCES_DOCUMENT === undefined || env.SOURCES_SECRET_PREFIX !== undefined,
+      {
+        path: [ENV.SOURCES_SECRET_PREFIX],
+        message: 'is required with SOURCES_DOCUMENT',
+      },
+    )
+    .refine(
+      (env) =>
+        (env.DEDUP_WINDOW_SECONDS === 0 && env.MAX_RECORD_EVENTS_PER_MINUTE === 0) ||
+        env.DEDUP_TABLE_NAME !== undefined,
+      {
+        path: [ENV.DEDUP_TABLE_NAME],
+        message: 'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
+      },
+    )
+    .refine(
+      (env) =>
+        env.WEBHOOK_SECRET_ID !== undefined ||
+        env.WEBHOOK_SECRET.length > 0 ||
+        env.INGEST_API_KEYS.length > 0,
+      {
+        path: [ENV.WEBHOOK_SECRET_ID],
+        message: 'or WEBHOOK_SECRET or INGEST_API_KEYS is required',
+      },
+    );
 
 /** The ingest function's configuration. */
 export interface IngestConfig {
@@ -334,7 +354,7 @@ export interface IngestConfig {
 export function loadIngestConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<IngestConfig> {
-  const values = parse(ingestSchema, env);
+  const values = parse(ingestSchema(), env);
   return Object.freeze({
     eventsQueueUrl: values.EVENTS_QUEUE_URL,
     webhookSecretId: values.WEBHOOK_SECRET_ID,
@@ -357,17 +377,18 @@ export function loadIngestConfig(
   });
 }
 
-const refreshSchema = z.object({
-  [ENV.CLIENT_SECRET_ID]: required,
-  [ENV.TOKEN_SECRET_ID]: required,
-  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, DEFAULTS.refreshAheadSeconds),
-  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(
-    3600,
-    31_536_000,
-    DEFAULTS.refreshTokenLifetimeSeconds,
-  ),
-  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
-});
+const refreshSchema = () =>
+  z.object({
+    [ENV.CLIENT_SECRET_ID]: required,
+    [ENV.TOKEN_SECRET_ID]: required,
+    [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, DEFAULTS.refreshAheadSeconds),
+    [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(
+      3600,
+      31_536_000,
+      DEFAULTS.refreshTokenLifetimeSeconds,
+    ),
+    [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
+  });
 
 /** The token refresher's configuration. */
 export interface RefreshConfig {
@@ -382,7 +403,7 @@ export interface RefreshConfig {
 export function loadRefreshConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<RefreshConfig> {
-  const values = parse(refreshSchema, env);
+  const values = parse(refreshSchema(), env);
   return Object.freeze({
     clientSecretId: values.CLIENT_SECRET_ID,
     tokenSecretId: values.TOKEN_SECRET_ID,

@@ -272,32 +272,37 @@ function decodeBase64(value: string | undefined, prefix = ''): Buffer | undefine
 
 /** A header name as HTTP allows it (RFC 9110 token). */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
-const secretFields = {
+const secretFields = () => ({
   secret: z.string().optional(),
   secrets: z.array(z.string()).min(1).max(10).optional(),
-};
+});
 const plainScheme = <S extends Exclude<VerifyScheme, 'hmac'>>(scheme: S) =>
-  z.strictObject({ scheme: z.literal(scheme), ...secretFields });
+  z.strictObject({ scheme: z.literal(scheme), ...secretFields() });
 
-/** `verify` as the sources document gives it (contract §6), secrets included. */
-export const verifySchema = z
-  .discriminatedUnion('scheme', [
-    plainScheme('standard-webhooks'),
-    plainScheme('stripe'),
-    plainScheme('shopify'),
-    plainScheme('github'),
-    plainScheme('api-key'),
-    z.strictObject({
-      scheme: z.literal('hmac'),
-      header: z.string().regex(HEADER_NAME, 'must be an HTTP header name'),
-      encoding: z.enum(['hex', 'base64']),
-      prefix: z
-        .string()
-        .regex(/^[\x21-\x7e]{1,64}$/, 'must be 1 to 64 printable characters')
-        .optional(),
-      ...secretFields,
-    }),
-  ])
-  .refine((verify) => verify.secret === undefined || verify.secrets === undefined, {
-    message: 'give "secret" or "secrets", not both',
-  });
+/**
+ * `verify` as the sources document gives it (contract §6), secrets included: a new schema at
+ * each call, made only where a sources document is read (not at import: zod's schemas cost INIT
+ * time, and most functions read none).
+ */
+export const verifySchema = () =>
+  z
+    .discriminatedUnion('scheme', [
+      plainScheme('standard-webhooks'),
+      plainScheme('stripe'),
+      plainScheme('shopify'),
+      plainScheme('github'),
+      plainScheme('api-key'),
+      z.strictObject({
+        scheme: z.literal('hmac'),
+        header: z.string().regex(HEADER_NAME, 'must be an HTTP header name'),
+        encoding: z.enum(['hex', 'base64']),
+        prefix: z
+          .string()
+          .regex(/^[\x21-\x7e]{1,64}$/, 'must be 1 to 64 printable characters')
+          .optional(),
+        ...secretFields(),
+      }),
+    ])
+    .refine((verify) => verify.secret === undefined || verify.secrets === undefined, {
+      message: 'give "secret" or "secrets", not both',
+    });

@@ -14,6 +14,7 @@ import {
   SourceEvaluationError,
 } from '../errors.ts';
 import { standardWebhookHeaders } from '../ingest/webhook-auth.ts';
+import { lazy } from '../lazy.ts';
 import {
   checkSourceSecrets,
   readableHeaders,
@@ -140,7 +141,7 @@ export interface CompileOptions {
 
 /** Reads a sources document (parsed JSON); throws a `SourceConfigError` at the first bad source. */
 export function parseSourcesDocument(json: unknown): SourceDefinition[] {
-  const document = documentSchema.safeParse(json);
+  const document = schemas().document.safeParse(json);
   if (!document.success) throw new SourceConfigError(undefined, describeIssues(document.error));
   // The names are read from the input itself: zod's copy would turn a "__proto__" source (an
   // own key, as JSON.parse makes it) into a prototype, dropping it without a word.
@@ -205,7 +206,7 @@ function compileSource(
       });
       return typeof result === 'boolean'
         ? result
-        : (await TRUTHINESS.evaluate(null, { v: result })) === true;
+        : (await truthiness().evaluate(null, { v: result })) === true;
     },
     async map(body, headers) {
       try {
@@ -230,8 +231,8 @@ function compileSource(
   };
 }
 
-/** JSONata's own truthiness (`$boolean`), compiled once, for a filter that yields a non-boolean. */
-const TRUTHINESS = jsonata('$boolean($v)');
+/** JSONata's truthiness (`$boolean`), for a filter's non-boolean result; made at first use. */
+const truthiness = lazy(() => jsonata('$boolean($v)'));
 
 /** An idempotency key this long is not an id but a mistake (a whole object's text, say). */
 const MAX_KEY_LENGTH = 256;
@@ -353,21 +354,25 @@ function checkSecrets(name: string, verify: VerifySettings, secrets: ReadonlyArr
 
 // ——— The document's shape ———
 
-const expression = z.string().regex(/\S/, 'must be a JSONata expression, not blank');
-const sourceSchema = z.strictObject({
-  verify: verifySchema,
-  filter: expression.optional(),
-  map: expression,
-  idempotencyKey: expression.optional(),
+/** The document's schemas, made at the first document read (lazy.ts says why). */
+const schemas = lazy(() => {
+  const expression = z.string().regex(/\S/, 'must be a JSONata expression, not blank');
+  return {
+    source: z.strictObject({
+      verify: verifySchema(),
+      filter: expression.optional(),
+      map: expression,
+      idempotencyKey: expression.optional(),
+    }),
+    document: z.strictObject({ sources: z.record(z.string(), z.unknown()) }),
+  };
 });
-
-const documentSchema = z.strictObject({ sources: z.record(z.string(), z.unknown()) });
 
 function parseSource(name: string, value: unknown): SourceDefinition {
   if (!SOURCE_NAME_PATTERN.test(name)) {
     throw new SourceConfigError(name.slice(0, 80), `the name must match ${SOURCE_NAME_PATTERN}`);
   }
-  const parsed = sourceSchema.safeParse(value);
+  const parsed = schemas().source.safeParse(value);
   if (!parsed.success) throw new SourceConfigError(name, describeIssues(parsed.error));
   const { verify: given, filter, map, idempotencyKey } = parsed.data;
   const { secret, secrets: list, ...settings } = given;
