@@ -35,15 +35,35 @@ import { parseCredentials, signWebhook } from '../functions/core/ingest/webhook-
 import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
 import type { SignedRequest } from './support/stripe-source.ts';
 
-type Side = 'baseline' | 'relay' | 'relay-worker' | 'relay-source' | 'relay-dedup';
-/** The source side right after the plain one it is compared with, under the same load. */
+type Side =
+  | 'baseline'
+  | 'floor'
+  | 'relay'
+  | 'relay-worker'
+  | 'relay-source'
+  | 'relay-dedup'
+  | 'floor-100'
+  | 'relay-100';
+/**
+ * The source side right after the plain one it is compared with, under the same load; each floor
+ * right before the relay side measured against it.
+ */
 const SIDES: ReadonlyArray<Side> = [
   'baseline',
-  'relay',
+  'floor',
   'relay-worker',
   'relay-source',
+  'relay',
   'relay-dedup',
+  'floor-100',
+  'relay-100',
 ];
+/** Events per request of the '-100' sides, where the per-record send rule applies. */
+const MANY_EVENTS = 100;
+/** The '-100' sides send this fraction of the requests (at least MIN_MANY_REQUESTS). */
+const MANY_REQUESTS_DIVISOR = 20;
+const MIN_MANY_REQUESTS = 50;
+const MANY_WARM_UP_REQUESTS = 20;
 /** The source side's goal: its requests per second over the plain two-thread side's. */
 const SOURCE_RATIO_GOAL = 0.7;
 /** The local stack's default window, for the side that measures de-duplication's cost. */
@@ -55,7 +75,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const CHILD_READY_TIMEOUT_MS = 20_000;
 const CHILD_DONE_TIMEOUT_MS = 10_000;
 /** The whole run, children included, stops here whatever happens. */
-const RUN_TIMEOUT_MS = 150_000;
+const RUN_TIMEOUT_MS = 300_000;
 const SECRET_ENV = 'BENCH_WEBHOOK_SECRET';
 
 /** Child → parent messages. */
@@ -98,12 +118,12 @@ async function main(): Promise<void> {
   try {
     const results = {} as Record<Side, { phase: PhaseResult; report: ChildReport }>;
     for (const side of SIDES) {
-      results[side] = await measure(side, { requests, concurrency, secret, children });
+      const load = loadOf(side, requests);
+      results[side] = await measure(side, { ...load, concurrency, secret, children });
       const queued = results[side].report.queued;
-      if (side !== 'baseline' && queued !== WARM_UP_REQUESTS + requests) {
-        throw new Error(
-          `the ${side} queue holds ${queued} messages, not ${WARM_UP_REQUESTS + requests}`,
-        );
+      const expected = (load.warmUp + load.requests) * load.events;
+      if (side !== 'baseline' && queued !== expected) {
+        throw new Error(`the ${side} queue holds ${queued} messages, not ${expected}`);
       }
     }
     print(results, { requests, concurrency });
@@ -116,11 +136,28 @@ async function main(): Promise<void> {
   }
 }
 
+interface Load {
+  warmUp: number;
+  requests: number;
+  /** Events per request. */
+  events: number;
+}
+
+/** What a side is sent: single-event requests, or fewer of MANY_EVENTS events for '-100'. */
+function loadOf(side: Side, requests: number): Load {
+  if (!side.endsWith('-100')) return { warmUp: WARM_UP_REQUESTS, requests, events: 1 };
+  return {
+    warmUp: MANY_WARM_UP_REQUESTS,
+    requests: Math.max(MIN_MANY_REQUESTS, Math.ceil(requests / MANY_REQUESTS_DIVISOR)),
+    events: MANY_EVENTS,
+  };
+}
+
 async function measure(
   side: Side,
-  options: { requests: number; concurrency: number; secret: string; children: Set<ChildProcess> },
+  options: Load & { concurrency: number; secret: string; children: Set<ChildProcess> },
 ): Promise<{ phase: PhaseResult; report: ChildReport }> {
-  const { requests, concurrency, secret, children } = options;
+  const { warmUp, requests, events, concurrency, secret, children } = options;
   const child = fork(fileURLToPath(import.meta.url), ['serve', side], {
     env: { ...process.env, [SECRET_ENV]: secret },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -133,16 +170,11 @@ async function measure(
     const sign = source
       ? (prefix: string, count: number) =>
           source.stripeSignedRequests(secret, prefix, count, BODY_BYTES)
-      : webhookSigner(secret);
+      : webhookSigner(secret, events);
     const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
     try {
-      const warmUp = await runPhase(
-        url,
-        agent,
-        await sign(`${side}-w`, WARM_UP_REQUESTS),
-        concurrency,
-      );
-      requireAll202(side, 'warm-up', warmUp);
+      const warmUpPhase = await runPhase(url, agent, await sign(`${side}-w`, warmUp), concurrency);
+      requireAll202(side, 'warm-up', warmUpPhase);
       const phase = await runPhase(url, agent, await sign(side, requests), concurrency);
       requireAll202(side, 'measured run', phase);
       child.send({ type: 'stop' });
@@ -160,21 +192,30 @@ async function measure(
 }
 
 /** The plain sides' requests: Standard Webhooks signatures with the bench's secret. */
-function webhookSigner(secret: string): (prefix: string, count: number) => SignedRequest[] {
+function webhookSigner(
+  secret: string,
+  events: number,
+): (prefix: string, count: number) => SignedRequest[] {
   const key = parseCredentials({ webhookSecrets: [secret], apiKeys: [] }).webhookKeys[0];
   if (key === undefined) throw new Error('the generated secret gave no key');
-  return (prefix, count) => signedRequests(key, prefix, count);
+  return (prefix, count) => signedRequests(key, prefix, count, events);
 }
 
 /**
  * Requests signed up front, so the load generator spends its time sending. Each carries one
- * contacts create event padded to exactly BODY_BYTES, and a webhook id of its own.
+ * contacts create event padded to exactly BODY_BYTES (or `events` of them, unpadded: see
+ * manyEvents), and a webhook id of its own.
  */
-function signedRequests(key: Buffer, prefix: string, count: number): SignedRequest[] {
+function signedRequests(
+  key: Buffer,
+  prefix: string,
+  count: number,
+  events: number,
+): SignedRequest[] {
   const timestamp = Math.floor(Date.now() / 1000);
   return Array.from({ length: count }, (_, index) => {
     const id = `msg_${prefix}_${index}`;
-    const body = paddedEvent(index);
+    const body = events === 1 ? paddedEvent(index) : manyEvents(`${prefix}-${index}`, events);
     return {
       body,
       headers: {
@@ -196,6 +237,21 @@ function paddedEvent(index: number): Buffer {
   });
   const bare = Buffer.byteLength(JSON.stringify(event('')));
   return Buffer.from(JSON.stringify(event('x'.repeat(Math.max(0, BODY_BYTES - bare)))));
+}
+
+/**
+ * `count` contacts creates naming count / 2 contacts, each twice (the second half repeats the
+ * first), so the per-record send rule applies: a record's two events go in separate batches, the
+ * second sent after the first is queued.
+ */
+function manyEvents(prefix: string, count: number): Buffer {
+  const contacts = Math.ceil(count / 2);
+  const events = Array.from({ length: count }, (_, index) => ({
+    entity: 'contacts',
+    action: 'create',
+    data: { email: `bench-${prefix}-${index % contacts}@example.com`, firstname: `F${index}` },
+  }));
+  return Buffer.from(JSON.stringify(events));
 }
 
 /** Sends every request with `concurrency` in flight at once, each timed on its own. */
@@ -301,6 +357,8 @@ function print(
     baseline_rps: round(baseline.rate, 0),
     baseline_p99_ms: round(baseline.p99, 2),
   };
+  const floor = figures('floor');
+  console.log(row('floor (verify, zod, SendMessageBatch)', floor));
   const labels = {
     relay: 'relay (front + fauxqs on one loop)',
     'relay-worker': 'relay (front, fauxqs: 2 threads)',
@@ -324,6 +382,15 @@ function print(
       `(goal >= ${SOURCE_RATIO_GOAL}: ${sourceRatio >= SOURCE_RATIO_GOAL ? 'met' : 'NOT met'}), ` +
       `p99 ${(source.p99 / plain.p99).toFixed(2)}x`,
   );
+  Object.assign(summary, floorFigures(floor, plain, ''));
+  const floor100 = figures('floor-100');
+  const relay100 = figures('relay-100');
+  console.log(
+    `${MANY_EVENTS}-event requests (${results['relay-100'].phase.latenciesMs.length} per side):`,
+  );
+  console.log(row(`floor, ${MANY_EVENTS} events a request`, floor100));
+  console.log(row(`relay (2 threads), ${MANY_EVENTS} events`, relay100));
+  Object.assign(summary, floorFigures(floor100, relay100, `events${MANY_EVENTS}`));
   summary.value = round(plain.rate / baseline.rate, 3);
   summary.source_ratio = round(sourceRatio, 3);
   summary.source_ratio_goal = SOURCE_RATIO_GOAL;
@@ -333,6 +400,30 @@ function print(
   summary.concurrency = options.concurrency;
   summary.load_average = loadavg().map((value) => round(value, 2));
   console.log(`SUMMARY ${JSON.stringify(summary)}`);
+}
+
+/**
+ * The relay (two threads, the local stack's shape) against its floor, printed and keyed
+ * `floorRatio` and `p99FloorRatio` (after `prefix`, capitalised: `events100FloorRatio`).
+ */
+function floorFigures(floor: Figures, relay: Figures, prefix: string): Record<string, number> {
+  const ratio = relay.rate / floor.rate;
+  const p99Ratio = relay.p99 / floor.p99;
+  console.log(
+    `  relay / floor${prefix ? ` (${prefix})` : ''}: throughput ${ratio.toFixed(2)}x ` +
+      `(goal >= 0.8), p99 ${p99Ratio.toFixed(2)}x (goal <= 2)`,
+  );
+  const key = (name: string) =>
+    prefix ? `${prefix}${name[0]?.toUpperCase()}${name.slice(1)}` : name;
+  return {
+    [key('floorRps')]: round(floor.rate, 0),
+    [key('floorP99Ms')]: round(floor.p99, 2),
+    [key('floorRssMiB')]: round(floor.rssMiB, 0),
+    [key('relayRps')]: round(relay.rate, 0),
+    [key('relayP99Ms')]: round(relay.p99, 2),
+    [key('floorRatio')]: round(ratio, 3),
+    [key('p99FloorRatio')]: round(p99Ratio, 2),
+  };
 }
 
 /** A side's figures for the SUMMARY line, keyed `<side>_…` (`relay_worker_rps`, …). */
@@ -397,7 +488,11 @@ async function serve(side: Side): Promise<void> {
     const secret = process.env[SECRET_ENV];
     if (secret === undefined) throw new Error(`${SECRET_ENV} is not set`);
     const server =
-      side === 'baseline' ? await startBaseline(secret) : await startRelay(secret, side);
+      side === 'baseline'
+        ? await startBaseline(secret)
+        : side.startsWith('floor')
+          ? await startFloor(secret)
+          : await startRelay(secret, side);
     process.on('message', (message: { type?: string }) => {
       if (message.type !== 'stop') return;
       void (async () => {
@@ -518,9 +613,40 @@ async function startFront(
   };
   // Nothing is printed on the happy path; a refused request would fail the run anyway.
   const print = () => {};
-  return side === 'relay-worker' || side === 'relay-source'
+  return side === 'relay-worker' || side === 'relay-source' || side === 'relay-100'
     ? startIngestThread(options, print)
     : startIngestFront(options, print);
+}
+
+/**
+ * The floor (bench/support/ingest-floor.ts) on a thread of its own, queuing to fauxqs on this
+ * process's loop: the relay-worker side's shape, with the same FIFO queue pair.
+ */
+async function startFloor(secret: string): Promise<BenchServer> {
+  const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
+  const { createQueuePair } = await import('../infra/local/queue-pair.ts');
+  const { startIngestFloorThread } = await import('./support/ingest-floor.ts');
+  const local = await startLocalSqs();
+  try {
+    const { queueUrl } = await createQueuePair(local.sqs, {
+      name: `bench-floor-${randomUUID().slice(0, 8)}`,
+      maxReceiveCount: 5,
+      visibilityTimeoutSeconds: 30,
+    });
+    const floor = await startIngestFloorThread({ secret, endpoint: local.endpoint, queueUrl });
+    return {
+      url: floor.url,
+      async stop() {
+        await floor.close();
+        const { visible } = await queueCounts(local.sqs, queueUrl);
+        await local.stop();
+        return visible;
+      },
+    };
+  } catch (error) {
+    await local.stop();
+    throw error;
+  }
 }
 
 /** The least a receiver must do: check the Standard Webhooks signature, answer 202. */
