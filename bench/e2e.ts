@@ -118,6 +118,8 @@ console.log(
 console.log(
   `  events/s: ${rate.toFixed(0)}; ideal ${ideal.toFixed(0)} (${slots} × ${BATCH_SIZE} ÷ ${latencyMs} ms)`,
 );
+const rssMiB = process.resourceUsage().maxRSS / 1024;
+console.log(`  peak RSS of the whole stack (one process, its threads): ${rssMiB.toFixed(0)} MiB`);
 console.log(`  measured / ideal: ${(rate / ideal).toFixed(2)} (goal >= 0.8)`);
 console.log(
   `SUMMARY ${JSON.stringify({
@@ -128,6 +130,7 @@ console.log(
     accepting_s: round((lastAccepted - first) / 1000, 2),
     total_s: round(seconds, 2),
     request_p99_ms: round(percentile(sorted, 0.99), 0),
+    rss_mib: round(rssMiB, 0),
     events,
     latency_ms: latencyMs,
     load_average: loadAverage().split(' ').map(Number),
