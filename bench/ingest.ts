@@ -1,8 +1,15 @@
 /**
  * What the ingest path costs: requests per second, p50/p99 latency and peak memory of the real
  * ingest handler behind the local HTTP front (signature check, schema, SendMessageBatch to an
- * in-process fauxqs queue), against a bare node:http server that only verifies the Standard
- * Webhooks signature and answers 202. Each server runs in a child process of its own, so its
+ * in-process fauxqs queue), against its floor (issue 38): a minimal server, measured in the same
+ * run, that verifies the signature, validates with the relay's schema and sends one
+ * SendMessageBatch per 10 events with the same SDK client to the same FIFO queue emulator, on a
+ * thread of its own as the relay's two-thread side (bench/support/ingest-floor.ts). Both are
+ * measured with single-event requests and with requests of 100 events naming 50 contacts twice,
+ * where the per-record send rule applies (SUMMARY `floorRatio`, `p99FloorRatio`,
+ * `events100FloorRatio`, `events100P99FloorRatio`: the two-thread relay over the floor). The old
+ * baseline stays beside them for continuity: a bare node:http server that only verifies the
+ * Standard Webhooks signature and answers 202. Each server runs in a child process of its own, so its
  * peak RSS is its own; the load (signed 1 KiB bodies over keep-alive connections) comes from
  * this process, the same for both.
  *
@@ -24,26 +31,18 @@
  * the source's to the plain endpoint's.
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { Agent } from 'node:http';
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 // Only node:crypto behind this one: the baseline process must not load the relay's modules,
 // or its peak RSS would count them. The relay's are imported in startRelay.
 import { parseCredentials, signWebhook } from '../functions/core/ingest/webhook-auth.ts';
 import { loadAverage, percentile, positiveInteger, round } from './support/figures.ts';
+import { type PhaseResult, requireAll202, runPhase } from './support/ingest-load.ts';
+import { nextMessage, SECRET_ENV, type Side, serve, stopChild } from './support/ingest-servers.ts';
 import type { SignedRequest } from './support/stripe-source.ts';
 
-type Side =
-  | 'baseline'
-  | 'floor'
-  | 'relay'
-  | 'relay-worker'
-  | 'relay-source'
-  | 'relay-dedup'
-  | 'floor-100'
-  | 'relay-100';
 /**
  * The source side right after the plain one it is compared with, under the same load; each floor
  * right before the relay side measured against it.
@@ -66,35 +65,17 @@ const MIN_MANY_REQUESTS = 50;
 const MANY_WARM_UP_REQUESTS = 20;
 /** The source side's goal: its requests per second over the plain two-thread side's. */
 const SOURCE_RATIO_GOAL = 0.7;
-/** The local stack's default window, for the side that measures de-duplication's cost. */
-const DEDUP_ON_WINDOW_SECONDS = 86_400;
 
 const WARM_UP_REQUESTS = 300;
 const BODY_BYTES = 1024;
-const REQUEST_TIMEOUT_MS = 10_000;
 const CHILD_READY_TIMEOUT_MS = 20_000;
 const CHILD_DONE_TIMEOUT_MS = 10_000;
 /** The whole run, children included, stops here whatever happens. */
 const RUN_TIMEOUT_MS = 300_000;
-const SECRET_ENV = 'BENCH_WEBHOOK_SECRET';
-
-/** Child → parent messages. */
-type ChildMessage =
-  | { type: 'ready'; url: string }
-  | { type: 'done'; maxRssKiB: number; queued?: number }
-  | { type: 'failed'; message: string };
 
 interface ChildReport {
   maxRssKiB: number;
   queued?: number;
-}
-
-interface PhaseResult {
-  seconds: number;
-  latenciesMs: number[];
-  statuses: Map<number, number>;
-  samples: Map<number, string>;
-  errors: string[];
 }
 
 if (process.argv[2] === 'serve') {
@@ -254,75 +235,6 @@ function manyEvents(prefix: string, count: number): Buffer {
   return Buffer.from(JSON.stringify(events));
 }
 
-/** Sends every request with `concurrency` in flight at once, each timed on its own. */
-async function runPhase(
-  url: string,
-  agent: Agent,
-  requests: ReadonlyArray<SignedRequest>,
-  concurrency: number,
-): Promise<PhaseResult> {
-  const result: PhaseResult = {
-    seconds: 0,
-    latenciesMs: [],
-    statuses: new Map(),
-    samples: new Map(),
-    errors: [],
-  };
-  let next = 0;
-  const worker = async () => {
-    while (next < requests.length) {
-      const signed = requests[next++] as SignedRequest;
-      const started = performance.now();
-      try {
-        const { status, body } = await post(url, agent, signed);
-        result.latenciesMs.push(performance.now() - started);
-        result.statuses.set(status, (result.statuses.get(status) ?? 0) + 1);
-        if (!result.samples.has(status)) result.samples.set(status, body.slice(0, 300));
-      } catch (error) {
-        result.errors.push(error instanceof Error ? error.message : String(error));
-      }
-    }
-  };
-  const started = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  result.seconds = (performance.now() - started) / 1000;
-  return result;
-}
-
-function post(
-  url: string,
-  agent: Agent,
-  signed: SignedRequest,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', agent, headers: signed.headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }),
-      );
-      res.on('error', reject);
-    });
-    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
-      req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)),
-    );
-    req.on('error', reject);
-    req.end(signed.body);
-  });
-}
-
-function requireAll202(side: Side, phaseName: string, phase: PhaseResult): void {
-  const others = [...phase.statuses].filter(([status]) => status !== 202);
-  if (others.length === 0 && phase.errors.length === 0) return;
-  const lines = others.map(
-    ([status, count]) => `  ${count} × ${status}: ${phase.samples.get(status) ?? ''}`,
-  );
-  if (phase.errors.length > 0) {
-    lines.push(`  ${phase.errors.length} × request error, first: ${phase.errors[0]}`);
-  }
-  throw new Error(`${side} ${phaseName}: not every answer was 202\n${lines.join('\n')}`);
-}
-
 type Figures = { rate: number; p50: number; p99: number; rssMiB: number };
 
 function print(
@@ -435,262 +347,4 @@ function sideSummary(side: Side, f: Figures, baseline: Figures): Record<string, 
     [`${key}_p99_ratio`]: round(f.p99 / baseline.p99, 2),
     [`${key}_rss_mib`]: round(f.rssMiB, 0),
   };
-}
-
-function nextMessage<T extends ChildMessage['type']>(
-  child: ChildProcess,
-  type: T,
-  timeoutMs: number,
-): Promise<Extract<ChildMessage, { type: T }>> {
-  return new Promise((resolve, reject) => {
-    const cleanup = () => {
-      clearTimeout(timer);
-      child.off('message', onMessage).off('exit', onExit);
-    };
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`the server process sent no "${type}" within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onMessage = (message: ChildMessage) => {
-      if (message.type === 'failed') {
-        cleanup();
-        reject(new Error(`the server process failed: ${message.message}`));
-      } else if (message.type === type) {
-        cleanup();
-        resolve(message as Extract<ChildMessage, { type: T }>);
-      }
-    };
-    const onExit = (code: number | null, signal: string | null) => {
-      cleanup();
-      reject(new Error(`the server process exited (${signal ?? code}) before "${type}"`));
-    };
-    child.on('message', onMessage).on('exit', onExit);
-  });
-}
-
-/** Waits a little for the child to leave by itself, then kills it. */
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_DONE_TIMEOUT_MS);
-  if (child.connected) child.disconnect();
-  await exited;
-  clearTimeout(timer);
-}
-
-// ---- the server processes ----
-
-async function serve(side: Side): Promise<void> {
-  const reply = (message: ChildMessage) => process.send?.(message);
-  // The parent is gone: nobody will ask this process to stop.
-  process.once('disconnect', () => process.exit(0));
-  try {
-    const secret = process.env[SECRET_ENV];
-    if (secret === undefined) throw new Error(`${SECRET_ENV} is not set`);
-    const server =
-      side === 'baseline'
-        ? await startBaseline(secret)
-        : side.startsWith('floor')
-          ? await startFloor(secret)
-          : await startRelay(secret, side);
-    process.on('message', (message: { type?: string }) => {
-      if (message.type !== 'stop') return;
-      void (async () => {
-        const queued = await server.stop();
-        const done: Extract<ChildMessage, { type: 'done' }> = {
-          type: 'done',
-          maxRssKiB: process.resourceUsage().maxRSS,
-        };
-        if (queued !== undefined) done.queued = queued;
-        reply(done);
-      })().catch((error: unknown) => reply({ type: 'failed', message: String(error) }));
-    });
-    reply({ type: 'ready', url: server.url });
-  } catch (error) {
-    reply({ type: 'failed', message: error instanceof Error ? error.message : String(error) });
-    process.exitCode = 1;
-  }
-}
-
-/** Resolves to the number of messages queued, where there is a queue. */
-interface BenchServer {
-  url: string;
-  stop(): Promise<number | undefined>;
-}
-
-/**
- * The real ingest function (its builder, as the local stack builds it) behind the local front,
- * queuing to fauxqs in this process: on the same event loop ('relay'), or from a worker thread
- * of its own ('relay-worker'), as a separate function would be; 'relay-source' as 'relay-worker',
- * with the Stripe example's source in its SOURCES_FILE.
- */
-async function startRelay(secret: string, side: Side): Promise<BenchServer> {
-  const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
-  const { createQueuePair } = await import('../infra/local/queue-pair.ts');
-  const { startDedupStore } = await import('../infra/local/dynamodb-local.ts');
-  const local = await startLocalSqs();
-  const dedup = await startDedupStore(side === 'relay-dedup' ? DEDUP_ON_WINDOW_SECONDS : 0);
-  const sources =
-    side === 'relay-source'
-      ? (await import('./support/stripe-source.ts')).writeStripeSourcesFile(secret)
-      : undefined;
-  const release = async () => {
-    await local.stop();
-    await dedup.close();
-    sources?.remove();
-  };
-  try {
-    const { queueUrl, deadLetterQueueUrl } = await createQueuePair(local.sqs, {
-      name: `bench-events-${randomUUID().slice(0, 8)}`,
-      maxReceiveCount: 5,
-      visibilityTimeoutSeconds: 30,
-    });
-    const front = await startFront(side, {
-      secret,
-      endpoint: local.endpoint,
-      queueUrl,
-      ...(sources ? { sources: { file: sources.path, deadLetterQueueUrl } } : {}),
-      // Only the dedup side de-duplicates: the store runs for every side now (the local stack
-      // always has it, for the action ledger), and the others measure the ingest without it.
-      ...(side === 'relay-dedup'
-        ? { dedup: { endpoint: dedup.endpoint, tableName: dedup.tableName } }
-        : {}),
-    });
-    return {
-      url: front.url,
-      async stop() {
-        await front.close();
-        const { visible } = await queueCounts(local.sqs, queueUrl);
-        await release();
-        return visible;
-      },
-    };
-  } catch (error) {
-    await release();
-    throw error;
-  }
-}
-
-interface FrontData {
-  secret: string;
-  endpoint: string;
-  queueUrl: string;
-  /** De-duplication is off unless a store is given (then dynalite, in this process). */
-  dedup?: { endpoint: string; tableName: string };
-  /** The SOURCES_FILE, and the dead-letter queue a payload it cannot map would go to. */
-  sources?: { file: string; deadLetterQueueUrl: string };
-}
-
-/**
- * The ingest function behind the local front, built as the local stack builds it
- * (infra/local/ingest-thread.ts): on a thread of its own for 'relay-worker' and 'relay-source',
- * else on this process's loop, beside the queue emulator.
- */
-async function startFront(
-  side: Side,
-  data: FrontData,
-): Promise<{ url: string; close(): Promise<void> }> {
-  const [{ startIngestFront, startIngestThread }, { ENV, loadIngestConfig }] = await Promise.all([
-    import('../infra/local/ingest-thread.ts'),
-    import('../functions/shared/config.ts'),
-  ]);
-  const { dedup, sources } = data;
-  const config = loadIngestConfig({
-    [ENV.EVENTS_QUEUE_URL]: data.queueUrl,
-    [ENV.WEBHOOK_SECRET]: data.secret,
-    [ENV.DEDUP_WINDOW_SECONDS]: String(dedup ? DEDUP_ON_WINDOW_SECONDS : 0),
-    // The store's side counts its records too (one store call per event here: each names its own).
-    ...(dedup ? {} : { [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: '0' }),
-    ...(dedup ? { [ENV.DEDUP_TABLE_NAME]: dedup.tableName } : {}),
-    ...(sources ? { [ENV.DEAD_LETTER_QUEUE_URL]: sources.deadLetterQueueUrl } : {}),
-  });
-  const options = {
-    config,
-    sqsEndpoint: data.endpoint,
-    ...(dedup ? { dynamodbEndpoint: dedup.endpoint } : {}),
-    ...(sources ? { sourcesFile: sources.file } : {}),
-    debug: false,
-  };
-  // Nothing is printed on the happy path; a refused request would fail the run anyway.
-  const print = () => {};
-  return side === 'relay-worker' || side === 'relay-source' || side === 'relay-100'
-    ? startIngestThread(options, print)
-    : startIngestFront(options, print);
-}
-
-/**
- * The floor (bench/support/ingest-floor.ts) on a thread of its own, queuing to fauxqs on this
- * process's loop: the relay-worker side's shape, with the same FIFO queue pair.
- */
-async function startFloor(secret: string): Promise<BenchServer> {
-  const { queueCounts, startLocalSqs } = await import('../test/support/local-sqs.ts');
-  const { createQueuePair } = await import('../infra/local/queue-pair.ts');
-  const { startIngestFloorThread } = await import('./support/ingest-floor.ts');
-  const local = await startLocalSqs();
-  try {
-    const { queueUrl } = await createQueuePair(local.sqs, {
-      name: `bench-floor-${randomUUID().slice(0, 8)}`,
-      maxReceiveCount: 5,
-      visibilityTimeoutSeconds: 30,
-    });
-    const floor = await startIngestFloorThread({ secret, endpoint: local.endpoint, queueUrl });
-    return {
-      url: floor.url,
-      async stop() {
-        await floor.close();
-        const { visible } = await queueCounts(local.sqs, queueUrl);
-        await local.stop();
-        return visible;
-      },
-    };
-  } catch (error) {
-    await local.stop();
-    throw error;
-  }
-}
-
-/** The least a receiver must do: check the Standard Webhooks signature, answer 202. */
-async function startBaseline(secret: string): Promise<BenchServer> {
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const valid = verifySignature(key, req.headers, Buffer.concat(chunks));
-      res
-        .writeHead(valid ? 202 : 401, { 'content-type': 'application/json' })
-        .end(valid ? '{"accepted":1}' : '{"error":{"code":"unauthorized"}}');
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    async stop() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
-      return undefined;
-    },
-  };
-}
-
-function verifySignature(key: Buffer, headers: IncomingHttpHeaders, body: Buffer): boolean {
-  const id = headers['webhook-id'];
-  const timestamp = headers['webhook-timestamp'];
-  const signatures = headers['webhook-signature'];
-  if (typeof id !== 'string' || typeof timestamp !== 'string' || typeof signatures !== 'string')
-    return false;
-  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
-  let valid = false;
-  for (const entry of signatures.split(' ')) {
-    const [version, encoded] = entry.split(',');
-    if (version !== 'v1' || encoded === undefined) continue;
-    const candidate = Buffer.from(encoded, 'base64');
-    if (candidate.length === expected.length && timingSafeEqual(candidate, expected)) valid = true;
-  }
-  return valid;
 }

@@ -8,12 +8,13 @@
  * no middleware. It runs on a worker thread of its own, as the local stack's ingest does, with
  * the emulator on the thread that started it.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { relayEventSchema } from '../../functions/core/events.ts';
+import { verifySignature } from './verify-signature.ts';
 
 const FLOOR_THREAD = 'ingest-floor';
 
@@ -86,24 +87,6 @@ async function serve(data: FloorData): Promise<string> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-/** The signature check every receiver must make (Standard Webhooks, v1). */
-function verifySignature(key: Buffer, headers: IncomingHttpHeaders, body: Buffer): boolean {
-  const id = headers['webhook-id'];
-  const timestamp = headers['webhook-timestamp'];
-  const signatures = headers['webhook-signature'];
-  if (typeof id !== 'string' || typeof timestamp !== 'string' || typeof signatures !== 'string')
-    return false;
-  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
-  let valid = false;
-  for (const entry of signatures.split(' ')) {
-    const [version, encoded] = entry.split(',');
-    if (version !== 'v1' || encoded === undefined) continue;
-    const candidate = Buffer.from(encoded, 'base64');
-    if (candidate.length === expected.length && timingSafeEqual(candidate, expected)) valid = true;
-  }
-  return valid;
 }
 
 /** One queue entry per valid event; undefined when the body or any event is not valid. */
