@@ -47,11 +47,7 @@ export const ENV = {
 /** Every default of the functions' settings, read by the functions, local stack and CLI. */
 export const DEFAULTS = Object.freeze({
   batchSize: 200,
-  /**
-   * After a full hand (the event source hands at most 10 from the FIFO queue), how long the batch
-   * function may gather the rest of a burst still arriving; a quiet second ends it sooner.
-   */
-  batchWindowSeconds: 5,
+  batchWindowSeconds: 5, // after a full hand of 10: how long the batch gathers a burst's rest
   deliveryConcurrency: 2,
   mauticTimeoutMs: 10_000,
   tokenCacheSeconds: 30,
@@ -60,23 +56,19 @@ export const DEFAULTS = Object.freeze({
   maxEventsPerRequest: 500,
   credentialsCacheSeconds: 300,
   refreshAheadSeconds: 900,
-  /** Mautic's default refresh-token lifetime (14 days); Mautic does not say it per token. */
-  refreshTokenLifetimeSeconds: 1_209_600,
+  refreshTokenLifetimeSeconds: 1_209_600, // Mautic's default (14 days); it says none per token
   dedupWindowSeconds: 86_400, // how long a request id is remembered (contract §1.3): a day
   retryBaseSeconds: 30,
   retryMaxDelaySeconds: 900,
   retryHorizonSeconds: 86_400, // a day, like EventBridge's retry limit
-  /** How long each event's outcome is kept (contract §1.6): three days. */
-  outcomeRetentionSeconds: 259_200,
-  /** Contract §2: ten a second for one record, far more than one contact's changes need. */
-  maxRecordEventsPerMinute: 600,
+  outcomeRetentionSeconds: 259_200, // each event's outcome (contract §1.6): three days
+  maxRecordEventsPerMinute: 600, // contract §2: ten a second, far more than a contact's changes
   maxConcurrency: 2, // the event source's concurrent invocations (cdk.json's `maxConcurrency`)
 });
 
 /**
- * The default of `ENTITIES`: the standard entities with batch writes under a one-word path (not
- * `campaigns/events`, read only, nor `fields/{object}`, `points/triggers`, `points/groups`, which
- * an event's `entity` cannot name); `focus` and `tweets` come with Mautic's bundled plugins.
+ * `ENTITIES`' default: the entities with batch writes under a one-word path (`focus`, `tweets`:
+ * Mautic's bundled plugins; not `campaigns/events`, read only, nor two-word paths).
  */
 export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
   `contacts companies segments notes devices tags assets campaigns categories messages
@@ -87,10 +79,7 @@ export const DEFAULT_ENTITIES: ReadonlyArray<string> = Object.freeze(
 /** The longest window accepted: 30 days. */
 export const MAX_DEDUP_WINDOW_SECONDS = 2_592_000;
 
-/**
- * The de-duplication table's key and TTL attribute (as Powertools idempotency writes them), and
- * the `event` of the ingest's log line when the table fails (the stack's alarm counts it).
- */
+/** The de-duplication table's key and TTL (Powertools idempotency's), its failure's log event. */
 export const DEDUP_TABLE_KEY = 'id';
 export const DEDUP_TTL_ATTRIBUTE = 'expiration';
 export const DEDUP_STORE_FAILED_EVENT = 'dedup_store_failed';
@@ -118,10 +107,7 @@ const outcomesOf = (env: OutcomeEnv) =>
     ? undefined
     : { tableName: env.OUTCOME_TABLE_NAME, retentionSeconds: env.OUTCOME_RETENTION_SECONDS };
 
-/**
- * Each function's schema is built when its loader runs, not at import: zod's schemas cost
- * milliseconds to construct, and each bundle needs only its own function's (bench:cold-start).
- */
+/** Built by its loader, not at import: a zod schema costs ms; a bundle needs only its own. */
 const batchSchema = () =>
   z.object({
     [ENV.MAUTIC_BASE_URL]: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
