@@ -119,6 +119,8 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     const received: QueuedMessage[] = [];
     let wanted = max;
     let done = false;
+    /** When a receive last brought messages, whichever of them it was. */
+    let lastArrival = Number.NEGATIVE_INFINITY;
     // Several receives at once: one after another, 19 of them took longer than a Mautic call.
     const receiver = async () => {
       while (!done && wanted > 0 && Date.now() < until) {
@@ -129,11 +131,15 @@ export class SqsDeliveryQueues implements DeliveryQueues {
         if (messages === undefined) done = true;
         received.push(...(messages ?? []));
         wanted += count - (messages?.length ?? count);
-        // A whole long poll without a message: nothing more is arriving, the batch goes as it is.
-        // An empty answer before its time (an emulator waking every waiting poll for one
-        // message) says nothing of the kind: poll again.
+        if (messages !== undefined && messages.length > 0) lastArrival = Date.now();
+        // A whole long poll without a message, while no other receive brought one either:
+        // nothing more is arriving, the batch goes as it is. Messages arriving a few at a time
+        // wake one waiting poll each, so among several polls (this batch's and other
+        // invocations') one often waits its whole second empty in the middle of a burst. An
+        // empty answer before its time (an emulator waking every waiting poll for one message)
+        // says nothing of the kind either: poll again.
         const waited = Date.now() - asked >= pollSeconds * 1000 - EARLY_ANSWER_MS;
-        if (messages?.length === 0 && waited) done = true;
+        if (messages?.length === 0 && waited && lastArrival < asked) done = true;
       }
     };
     await Promise.all(Array.from({ length: RECEIVES_IN_FLIGHT }, receiver));

@@ -112,7 +112,8 @@ function gatheringMs(run: Run, now: number): number {
 
 /**
  * Messages the function receives itself: up to `wanted`, within the batch window, ending once a
- * whole long poll brought nothing (nothing more is arriving).
+ * whole long poll brought nothing and no other poll brought anything meanwhile (nothing more is
+ * arriving).
  */
 async function gather(wanted: number, run: Run, deps: GatherDeps): Promise<QueuedMessage[]> {
   if (wanted <= 0) return [];

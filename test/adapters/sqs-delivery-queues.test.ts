@@ -270,9 +270,49 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
       .commandCalls(ReceiveMessageCommand)
       .map((c) => c.args[0].input.WaitTimeSeconds);
     expect(new Set(waits)).toEqual(new Set([1]));
-    // The four receivers each end on their own empty second, not on the 60 s window.
-    expect(waits.length).toBeLessThanOrEqual(3 + 4);
+    // The four receivers each end on their own empty second, not on the 60 s window: those that
+    // asked before the last message came, on the second after it.
+    expect(waits.length).toBeLessThanOrEqual(3 + 4 + 4);
     expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  it('goes on while other receives bring messages, though one waited its whole second empty', async () => {
+    // As SQS does: each message arriving wakes one waiting long poll. Ten arrive 300 ms apart, so
+    // of four polls waiting, one waits its whole second while the other three are each woken.
+    const arrivals = Array.from({ length: 10 }, (_, i) => ({ id: `m${i}`, atMs: 300 * (i + 1) }));
+    const started = Date.now();
+    const waiters: Array<(id: string) => void> = [];
+    const timers = arrivals.map(({ id, atMs }) =>
+      setTimeout(() => {
+        const waiter = waiters.shift();
+        if (waiter === undefined) pending.push(id);
+        else waiter(id);
+      }, atMs),
+    );
+    const pending: string[] = [];
+    sqs.on(ReceiveMessageCommand).callsFake(async (input: { WaitTimeSeconds: number }) => {
+      const ready = pending.shift();
+      if (ready !== undefined) return { Messages: [{ MessageId: ready, ReceiptHandle: 'rh' }] };
+      const id = await new Promise<string | undefined>((resolve) => {
+        const waiter = (arrived: string) => {
+          clearTimeout(timeout);
+          resolve(arrived);
+        };
+        const timeout = setTimeout(() => {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          resolve(undefined);
+        }, input.WaitTimeSeconds * 1000);
+        waiters.push(waiter);
+      });
+      return { Messages: id === undefined ? [] : [{ MessageId: id, ReceiptHandle: 'rh' }] };
+    });
+
+    const received = await queues().receive(200, started + 10_000);
+
+    timers.forEach(clearTimeout);
+    expect(received.map((m) => m.messageId).sort()).toEqual(arrivals.map((a) => a.id).sort());
+    // It ended on the quiet after the last arrival, not on the 10 s window.
+    expect(Date.now() - started).toBeLessThan(6_000);
   });
 
   it('polls again after an empty answer that came before its second was up', async () => {

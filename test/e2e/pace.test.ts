@@ -65,7 +65,10 @@ describe('npm start at its shipped settings', () => {
     await until(() => drained(dir), 30_000, 'the queue drained');
 
     const calls = createCalls(sim);
-    expect(calls.length).toBeLessThanOrEqual(12);
+    expect(
+      calls.length,
+      `calls of ${calls.map((call) => call.items).join(', ')}`,
+    ).toBeLessThanOrEqual(12);
     // Every call was answered (none cut off in flight), and the items sent add up to the events:
     // no item went out twice.
     expect(calls.every((call) => call.status === 201)).toBe(true);
@@ -78,18 +81,27 @@ describe('npm start at its shipped settings', () => {
 
   it('sends a burst of 2,000 creates posted as 40 requests of 50, 8 at once, in at most 11 calls', async () => {
     const { sim, url, dir } = await startRelay({}, SHIPPED);
+    // The burst meets a relay that has delivered before, as a deployment's bursts meet warm
+    // containers: on a machine busy with other tests, a cold relay's first requests (modules
+    // loaded and compiled on first use) queue their events more than a second apart, and the
+    // batch rightly stops waiting for them.
+    expect((await post(url, JSON.stringify(contacts(1, 'warm')))).status).toBe(202);
+    await until(() => createCalls(sim).length === 1, 30_000, 'the first event delivered');
 
     const statuses = await postCreates(url, 2000, { perRequest: 50, atOnce: 8, prefix: 'burst' });
     expect(statuses.filter((status) => status !== 202)).toEqual([]);
     await until(
-      () => sim.records('contacts').length === 2000,
+      () => sim.records('contacts').length === 2001,
       60_000,
       () => `${sim.records('contacts').length} of 2000 delivered`,
     );
     await until(() => drained(dir), 30_000, 'the queue drained');
 
-    const calls = createCalls(sim);
-    expect(calls.length).toBeLessThanOrEqual(11);
+    const calls = createCalls(sim).slice(1);
+    expect(
+      calls.length,
+      `calls of ${calls.map((call) => call.items).join(', ')}`,
+    ).toBeLessThanOrEqual(11);
     expect(calls.reduce((sum, call) => sum + (call.items ?? 0), 0)).toBe(2000);
   }, 120_000);
 });
