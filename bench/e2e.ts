@@ -89,6 +89,9 @@ await Promise.all(
     }
   }),
 );
+// Where the time goes: how much was delivered while the ingest was still accepting, and how fast
+// the rest drained once it had stopped.
+const carriedWhenAccepted = await sim.carried();
 const deadline = performance.now() + TIMEOUT_MS;
 while ((await sim.carried()) < events) {
   if (performance.now() > deadline) throw new Error(`${await sim.carried()} of ${events} carried`);
@@ -119,6 +122,14 @@ console.log(
   `  last contact: ${seconds.toFixed(2)} s after the first 202, ` +
     `${((lastContact - lastAccepted) / 1000).toFixed(2)} s after the last`,
 );
+const acceptingS = (lastAccepted - first) / 1000;
+const drainingS = (lastContact - lastAccepted) / 1000;
+const drainRate = (events - carriedWhenAccepted) / drainingS;
+console.log(
+  `  delivered while accepting: ${carriedWhenAccepted} events (${(carriedWhenAccepted / acceptingS).toFixed(0)}/s); ` +
+    `the other ${events - carriedWhenAccepted} after the last 202 at ${drainRate.toFixed(0)}/s ` +
+    `(${(drainRate / ideal).toFixed(2)} of ideal)`,
+);
 console.log(
   `  events/s: ${rate.toFixed(0)}; ideal ${ideal.toFixed(0)} (${slots} × ${BATCH_SIZE} ÷ ${latencyMs} ms)`,
 );
@@ -133,6 +144,8 @@ console.log(
     ideal_events_per_s: round(ideal, 0),
     accepting_s: round((lastAccepted - first) / 1000, 2),
     total_s: round(seconds, 2),
+    delivered_while_accepting: carriedWhenAccepted,
+    drain_after_accepting_events_per_s: round(drainRate, 0),
     request_p99_ms: round(percentile(sorted, 0.99), 0),
     rss_mib: round(rssMiB, 0),
     events,
