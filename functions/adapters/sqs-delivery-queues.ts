@@ -119,27 +119,28 @@ export class SqsDeliveryQueues implements DeliveryQueues {
     const received: QueuedMessage[] = [];
     let wanted = max;
     let done = false;
-    /** When a receive last brought messages, whichever of them it was. */
+    /** When a receive last brought messages, whichever of them it was (a monotonic clock). */
     let lastArrival = Number.NEGATIVE_INFINITY;
     // Several receives at once: one after another, 19 of them took longer than a Mautic call.
     const receiver = async () => {
       while (!done && wanted > 0 && Date.now() < until) {
         const count = Math.min(10, wanted);
         wanted -= count;
-        const asked = Date.now();
+        const asked = performance.now();
         const messages = await this.#receiveOnce(count, pollSeconds, holdSeconds);
         if (messages === undefined) done = true;
         received.push(...(messages ?? []));
         wanted += count - (messages?.length ?? count);
-        if (messages !== undefined && messages.length > 0) lastArrival = Date.now();
+        if (messages !== undefined && messages.length > 0) lastArrival = performance.now();
         // A whole long poll without a message, while no other receive brought one either:
         // nothing more is arriving, the batch goes as it is. Messages arriving a few at a time
         // wake one waiting poll each, so among several polls (this batch's and other
         // invocations') one often waits its whole second empty in the middle of a burst. An
         // empty answer before its time (an emulator waking every waiting poll for one message)
         // says nothing of the kind either: poll again.
-        const waited = Date.now() - asked >= pollSeconds * 1000 - EARLY_ANSWER_MS;
-        if (messages?.length === 0 && waited && lastArrival < asked) done = true;
+        const waited = performance.now() - asked >= pollSeconds * 1000 - EARLY_ANSWER_MS;
+        // At or before `asked`: this receive's own last answer, which it asked again after.
+        if (messages?.length === 0 && waited && lastArrival <= asked) done = true;
       }
     };
     await Promise.all(Array.from({ length: RECEIVES_IN_FLIGHT }, receiver));

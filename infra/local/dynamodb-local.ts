@@ -77,8 +77,10 @@ export function dynamoDbClient(endpoint: string): DynamoDBClient {
     endpoint,
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    // A local store that is down should fail fast, not after the SDK's three tries.
-    maxAttempts: 1,
+    // A local store that is down should fail fast, not after the SDK's three tries; but one
+    // more try, as the cloud's clients make: under load, a reused keep-alive socket the store
+    // had just closed failed a request (ECONNRESET) and a sender got 503.
+    maxAttempts: 2,
   });
 }
 

@@ -282,6 +282,7 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
     const arrivals = Array.from({ length: 10 }, (_, i) => ({ id: `m${i}`, atMs: 300 * (i + 1) }));
     const started = Date.now();
     const waiters: Array<(id: string) => void> = [];
+    const pending: string[] = [];
     const timers = arrivals.map(({ id, atMs }) =>
       setTimeout(() => {
         const waiter = waiters.shift();
@@ -289,7 +290,6 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
         else waiter(id);
       }, atMs),
     );
-    const pending: string[] = [];
     sqs.on(ReceiveMessageCommand).callsFake(async (input: { WaitTimeSeconds: number }) => {
       const ready = pending.shift();
       if (ready !== undefined) return { Messages: [{ MessageId: ready, ReceiptHandle: 'rh' }] };
@@ -307,9 +307,10 @@ describe('SqsDeliveryQueues on the FIFO queues', () => {
       return { Messages: id === undefined ? [] : [{ MessageId: id, ReceiptHandle: 'rh' }] };
     });
 
-    const received = await queues().receive(200, started + 10_000);
+    const received = await queues()
+      .receive(200, started + 10_000)
+      .finally(() => timers.forEach(clearTimeout));
 
-    timers.forEach(clearTimeout);
     expect(received.map((m) => m.messageId).sort()).toEqual(arrivals.map((a) => a.id).sort());
     // It ended on the quiet after the last arrival, not on the 10 s window.
     expect(Date.now() - started).toBeLessThan(6_000);

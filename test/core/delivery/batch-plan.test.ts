@@ -141,6 +141,8 @@ describe('planBatches', () => {
       phases(create({ tags: ['newsletter'] }), create({ tags: ['webinar', 'newsletter'] })),
     ).toEqual([['newsletter', 'webinar']]);
     expect(phases(create({ tags: ['a'] }), create({ tags: ['-a'] }))).toEqual([['a'], ['-a']]);
+    expect(phases(create({ tags: ['-a'] }), create({ tags: ['a'] }))).toEqual([['-a'], ['a']]);
+    expect(phases(create({ tags: ['a'] }), create({ tags: [' -a '] }))).toEqual([['a'], [' -a ']]);
     expect(phases(create({ tags: ['News'] }), create({ tags: ['news'] }))).toEqual([
       ['News'],
       ['news'],
