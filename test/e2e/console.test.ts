@@ -182,7 +182,14 @@ describe('the console over npm start, in headless Chromium', () => {
 
     await page.goto(console.url);
     expect(page.url()).toBe(`${origin}/`);
-    await page.waitForFunction("document.querySelector('#dead-count').textContent !== '–'");
+    // Polled from here, not with waitForFunction: its string predicate, when polled in the page,
+    // is an eval the console's Content-Security-Policy refuses (seen once the first look found
+    // the page still loading).
+    await until(
+      async () => (await text(page, '#dead-count')) !== '–',
+      15_000,
+      'the overview filled in',
+    );
     const status = await cliJson(['status'], env);
     expect(await text(page, '#dead-count')).toBe(String(status.deadLetters.count));
     expect(await text(page, '#queue-visible')).toBe(String(status.queue.visible));
