@@ -10,6 +10,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbActionLedger } from '../adapters/dynamodb-action-ledger.ts';
 import { DynamoDbHealthStore } from '../adapters/dynamodb-mautic-health.ts';
 import { DynamoDbOutcomeStore } from '../adapters/dynamodb-outcome-store.ts';
+import { withoutSdkLogging } from '../adapters/sdk-clients.ts';
 import { SecretsManagerTokenStore } from '../adapters/secrets-manager-token-store.ts';
 import { SqsDeliveryQueues } from '../adapters/sqs-delivery-queues.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../core/delivery/delivery-calls.ts';
@@ -77,6 +78,7 @@ function sharedHealth(
  */
 export function buildBatchHandler(config: Readonly<BatchConfig>, edges: BatchEdges) {
   const clock = edges.clock ?? Date;
+  for (const client of [edges.sqs, edges.secrets, edges.dynamodb]) withoutSdkLogging(client);
   // Mautic's version, as its last answer named it: logged once per version, read by the delivery.
   const mauticVersion: { value?: string } = {};
   const logVersion = onceEach((version) =>

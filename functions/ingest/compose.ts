@@ -8,6 +8,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbOutcomeStore } from '../adapters/dynamodb-outcome-store.ts';
 import { DynamoDbRecordCounter } from '../adapters/dynamodb-record-counter.ts';
 import { DynamoDbRequestLedger } from '../adapters/dynamodb-request-ledger.ts';
+import { withoutSdkLogging } from '../adapters/sdk-clients.ts';
 import { SecretsManagerIngestCredentials } from '../adapters/secrets-manager-ingest-credentials.ts';
 import { SecretsManagerSourceSecrets } from '../adapters/secrets-manager-source-secrets.ts';
 import { SqsEventQueue } from '../adapters/sqs-event-queue.ts';
@@ -57,6 +58,8 @@ export interface IngestEdges {
  */
 export async function buildIngestHandler(config: Readonly<IngestConfig>, edges: IngestEdges) {
   const { logger } = edges;
+  for (const client of [edges.sqs, edges.secrets, edges.dynamodb])
+    if (client) withoutSdkLogging(client);
   const clock = edges.clock ?? Date;
   const credentials = await ingestCredentials(config, edges, clock);
   const stored = await storedSources(config, edges, clock);
