@@ -44,42 +44,82 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
   return async (event, context) => {
     const run = startRun(context.getRemainingTimeInMillis(), deps);
     const handed = new Set(event.Records.map((record) => record.receiptHandle));
-    let failures: string[] | undefined;
-    const removals: Array<Promise<void>> = [];
-    for await (const batch of batches(event.Records, run, deps)) {
-      const unsettled = await deliverBatch(batch, run, deps);
-      // The handed messages are all in the first batch: its answer is theirs.
-      failures ??= event.Records.filter((r) => unsettled.has(r.messageId)).map((r) => r.messageId);
-      // Deleted while the next batch is delivered: none of its records is in the next batch,
-      // whose messages the queue could not hand out while these were in flight.
-      removals.push(removeOwnSettled(batch, handed, unsettled, deps, settleUntil(run)));
+    const failures = new Set<string>();
+    // One batch is settled (outcomes written, then the queues told) while the next is delivered:
+    // none of this batch's records is in the next one, whose messages the queue could not hand
+    // out while these were in flight. Settlements run one after another, and a batch waits for
+    // the one before the last: at most one is ever behind. A settlement's failure is kept and
+    // thrown at the next wait, never left as a rejection no one awaits.
+    let settling: Promise<void> = Promise.resolve();
+    let broken: { error: unknown } | undefined;
+    const settled = async () => {
+      await settling;
+      if (broken) throw broken.error;
+    };
+    try {
+      for await (const batch of batches(event.Records, run, deps)) {
+        const delivered = await deliverBatch(batch, run, deps);
+        await settled();
+        settling = settleBatchOf(batch, delivered, run, deps)
+          .then((unsettled) => {
+            // The handed messages are all in the first batch: its answer is theirs.
+            for (const record of event.Records)
+              if (unsettled.has(record.messageId)) failures.add(record.messageId);
+            return removeOwnSettled(batch, handed, unsettled, deps, settleUntil(run));
+          })
+          .catch((error: unknown) => {
+            broken = { error };
+          });
+      }
+    } finally {
+      await settling;
     }
-    await Promise.all(removals);
+    await settled();
     return {
-      batchItemFailures: (failures ?? []).map((itemIdentifier) => ({ itemIdentifier })),
+      batchItemFailures: [...failures].map((itemIdentifier) => ({ itemIdentifier })),
     };
   };
 }
 
+/** What delivering a batch left to settle. */
+interface Delivered {
+  read: ReturnType<typeof readMessages>;
+  outcomes: Awaited<ReturnType<typeof deliverChunks>>;
+  /** The message ids of letters sent before delivery that could not be sent. */
+  early: string[];
+}
+
 /**
- * Delivers one batch and settles it: read, dead-letter the unreadable, plan, deliver, map the
- * outcomes, then send the dead letters and delay the retried. Answers the message ids that are
- * not settled (left to the queue, or whose dead letter could not be sent).
+ * Delivers one batch: read, dead-letter the unreadable, plan, deliver. The letters that need no
+ * delivery go first: should this invocation die during delivery, a message on its last allowed
+ * receive is already dead-lettered with its reason, not moved by the queue without one.
  */
 async function deliverBatch(
   messages: QueuedMessage[],
   run: Run,
   deps: BatchHandlerDeps,
-): Promise<Set<string>> {
+): Promise<Delivered> {
   const { deadline, options, signal } = run;
   const read = readMessages(messages, deps.retry.maxReceiveCount);
-  const until = settleUntil(run);
-  // Letters that need no delivery go first: should this invocation die during delivery, a
-  // message on its last allowed receive is already dead-lettered with its reason, not moved
-  // by the queue without one.
-  const early = await deadLetter(read.unreadable, deps, until);
+  const early = await deadLetter(read.unreadable, deps, settleUntil(run));
   const plan = planBatches(read.incoming, options.batchSize);
   const outcomes = await deliverChunks(plan, deadline, deps, options, signal);
+  return { read, outcomes, early };
+}
+
+/**
+ * Settles a delivered batch: maps the outcomes, writes them, then sends the dead letters and
+ * delays the retried. Answers the message ids that are not settled (left to the queue, or whose
+ * dead letter could not be sent). Never throws: each step bounds and catches its own calls.
+ */
+async function settleBatchOf(
+  messages: QueuedMessage[],
+  { read, outcomes, early }: Delivered,
+  run: Run,
+  deps: BatchHandlerDeps,
+): Promise<Set<string>> {
+  const { options } = run;
+  const until = settleUntil(run);
   const now = deps.clock.now();
   const settled = settleBatch(messages, read, outcomes, {
     now,

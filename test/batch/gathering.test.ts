@@ -7,13 +7,19 @@
  * the real handler and the simulator.
  */
 import { randomUUID } from 'node:crypto';
-import { type ReceiveMessageCommandInput, SQSClient } from '@aws-sdk/client-sqs';
+import {
+  type DeleteMessageBatchCommandInput,
+  type ReceiveMessageCommandInput,
+  type ReceiveMessageCommandOutput,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SqsDeliveryQueues } from '../../functions/adapters/sqs-delivery-queues.ts';
 import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
 import { MauticItemTime } from '../../functions/core/delivery/mautic-item-time.ts';
 import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
+import type { OutcomeStore } from '../../functions/core/ports.ts';
 import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type InvokeReport, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
@@ -51,7 +57,7 @@ afterEach(async () => {
  * The batch function's own SQS client, answering every short poll (WaitTimeSeconds 0) empty as
  * real SQS may when it samples servers that hold none of the messages; long polls go through.
  */
-function falseEmptiesClient(waits: number[]): SQSClient {
+function falseEmptiesClient(waits: number[], steps: string[]): SQSClient {
   const sqs = new SQSClient({
     endpoint: localSqs.endpoint,
     region: 'us-east-1',
@@ -67,11 +73,34 @@ function falseEmptiesClient(waits: number[]): SQSClient {
     },
     { step: 'initialize', name: 'falseEmpties' },
   );
+  // Which event each receipt handle carries, to say which events each delete removed.
+  const eventOf = new Map<string, string>();
+  sqs.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      if (context.commandName === 'ReceiveMessageCommand') {
+        const { Messages = [] } = result.output as ReceiveMessageCommandOutput;
+        for (const { ReceiptHandle = '', Body = '{}' } of Messages)
+          eventOf.set(ReceiptHandle, (JSON.parse(Body) as { eventId: string }).eventId);
+      }
+      if (context.commandName === 'DeleteMessageBatchCommand') {
+        const { Entries = [] } = args.input as DeleteMessageBatchCommandInput;
+        for (const { ReceiptHandle = '' } of Entries)
+          steps.push(`deleted ${eventOf.get(ReceiptHandle)}`);
+      }
+      return result;
+    },
+    { step: 'initialize', name: 'deletedEvents' },
+  );
   return sqs;
 }
 
 /** fauxqs, the real handler (as its builder sets it up) and the event source feeding it. */
-async function startRelay(options: { itemTime?: MauticItemTime; functionTimeoutMs?: number }) {
+async function startRelay(options: {
+  itemTime?: MauticItemTime;
+  functionTimeoutMs?: number;
+  outcomes?: OutcomeStore;
+}) {
   const sim = await startMauticSimulator();
   const pair = await createQueuePair(localSqs.sqs, {
     name: uniqueQueueName('gather'),
@@ -79,7 +108,9 @@ async function startRelay(options: { itemTime?: MauticItemTime; functionTimeoutM
     visibilityTimeoutSeconds: 60,
   });
   const waits: number[] = [];
-  const own = falseEmptiesClient(waits);
+  /** The events each delete of the function's own removed, in order (`deleted <eventId>`). */
+  const steps: string[] = [];
+  const own = falseEmptiesClient(waits, steps);
   const accessToken = sim.issueToken().accessToken;
   const observed = recorder();
   const handler = createBatchHandler({
@@ -99,6 +130,7 @@ async function startRelay(options: { itemTime?: MauticItemTime; functionTimeoutM
     backlog: { seen: false },
     ledger: new InMemoryActionLedger(),
     ...(options.itemTime === undefined ? {} : { itemTime: options.itemTime }),
+    outcomes: options.outcomes,
     options: {
       ...DEFAULT_DELIVERY_OPTIONS,
       batchSize: 200,
@@ -137,6 +169,7 @@ async function startRelay(options: { itemTime?: MauticItemTime; functionTimeoutM
     source,
     reports,
     waits,
+    steps,
     send: (count: number) => sendBodies(localSqs.sqs, pair.queueUrl, creates(count)),
     /** The items of each contact create call, in order. */
     calls: () =>
@@ -232,6 +265,54 @@ describe('the batch function gathering its batch', () => {
 
     expect(relay.calls()).toEqual([200, 200, 200]);
     expect(relay.reports).toHaveLength(1);
+  }, 90_000);
+
+  it('settles a batch while the next is delivered: its outcomes first, then its deletes', async () => {
+    const quick = new MauticItemTime();
+    quick.observe(200, 200);
+    // The first batch's outcomes are written only once the next batch's call has reached Mautic:
+    // a function that settled each batch before delivering the next would wait here for its
+    // outcome budget (2 s) and write them after all, with the second call after it.
+    let relay: Awaited<ReturnType<typeof startRelay>> | undefined;
+    const writes: Array<{ events: string[]; nextCallWhileWriting?: boolean }> = [];
+    const outcomes: OutcomeStore = {
+      async write(records) {
+        const write: (typeof writes)[number] = { events: records.map((r) => r.eventId) };
+        writes.push(write);
+        if (writes.length === 1) {
+          write.nextCallWhileWriting = await until(
+            async () => (relay?.calls().length ?? 0) >= 2,
+            1_500,
+          ).then(
+            () => true,
+            () => false,
+          );
+        }
+        relay?.steps.push(...write.events.map((eventId) => `written ${eventId}`));
+        return 0;
+      },
+      read: async () => [],
+    };
+    relay = await startRelay({ itemTime: quick, outcomes });
+    await relay.send(400);
+
+    relay.source.start();
+    await relay.drained(400);
+
+    expect(relay.calls()).toEqual([200, 200]);
+    expect(relay.reports).toHaveLength(1);
+    expect(writes.map((w) => w.events.length)).toEqual([200, 200]);
+    expect(writes[0]?.nextCallWhileWriting).toBe(true);
+    // Each event the function deleted itself was deleted after its outcome was written.
+    const deleted = relay.steps.filter((step) => step.startsWith('deleted '));
+    expect(deleted).toHaveLength(390);
+    for (const step of deleted) {
+      const eventId = step.slice('deleted '.length);
+      expect(relay.steps.indexOf(`written ${eventId}`), eventId).toBeGreaterThan(-1);
+      expect(relay.steps.indexOf(`written ${eventId}`), eventId).toBeLessThan(
+        relay.steps.indexOf(step),
+      );
+    }
   }, 90_000);
 
   it('does not go on when the next batch would not end in time, nor before any call was observed', async () => {

@@ -816,6 +816,35 @@ describe('batch handler, called directly', () => {
     }
   });
 
+  it('fails the invocation when settling a batch throws, leaving no rejection unawaited', async () => {
+    const sim = await startMauticSimulator();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const seen = recorder();
+      const handler = directHandler(sim, sim.issueToken().accessToken, [], {
+        metrics: {
+          addMetric: (name, unit, value) => {
+            if (name === 'EventsDelivered') throw new Error('metrics broke');
+            seen.metrics.addMetric(name, unit, value);
+          },
+        },
+      });
+
+      await expect(
+        handler({ Records: sqsRecords(2) }, lambdaContext('batch', 30_000)),
+      ).rejects.toThrow('metrics broke');
+      // Delivered all the same: the event source gives the batch back (at least once).
+      expect(sim.records('contacts')).toHaveLength(2);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await sim.close();
+    }
+  });
+
   it('publishes the age of the oldest event it sent back, in seconds since its first receive', async () => {
     const sim = await startMauticSimulator({ rateLimit: { limit: 1, windowSeconds: 600 } });
     try {
