@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   contacts,
   deadLettered,
+  drained,
   post,
   postAs,
   startRelay,
@@ -77,7 +78,7 @@ describe('npm start, end to end', () => {
   }, 120_000);
 
   it('answers bad requests as the contract says and delivers nothing of them', async () => {
-    const { sim, url } = await startRelay({});
+    const { sim, url, dir } = await startRelay({});
     const good = JSON.stringify(contacts(1, 'bad'));
     const before = sim.requests.length;
 
@@ -101,8 +102,9 @@ describe('npm start, end to end', () => {
       [422, 'invalid_event'],
       [413, 'payload_too_large'],
     ]);
-    // Give the pollers two batching windows to show that nothing reached Mautic.
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // Nothing was queued (the ingest answers once the queue holds what it accepted), so nothing
+    // can reach Mautic later: read from the queue rather than slept for two batching windows.
+    await until(() => drained(dir), 10_000, 'the queue drained');
     expect(sim.requests.slice(before).filter((r) => r.path.startsWith('/api/'))).toEqual([]);
   }, 60_000);
 
@@ -253,8 +255,9 @@ describe('npm start, end to end', () => {
     expect(first).toEqual({ status: 202, text: '{"accepted":1,"eventIds":["msg_company_1:0"]}' });
     expect(retry).toEqual(first);
     expect(reused.status).toBe(422);
-    // Two more batching windows: a second delivery would have shown by now.
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // Nothing left on the queue (the ingest answers once the queue holds what it accepted): the
+    // retry was not queued, so no second delivery can come; read rather than slept for.
+    await until(() => drained(on.dir), 10_000, 'the queue drained');
     expect(on.sim.records('companies')).toHaveLength(1);
     await stopRunning();
 

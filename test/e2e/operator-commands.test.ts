@@ -51,12 +51,22 @@ async function postEvents(url: string, events: unknown, signature?: string): Pro
 }
 
 /**
- * How many dead letters the queue holds, from its counters (`status --local`): for waiting on
- * them, where each `dead-letters` read ends in a long poll of a second that finds nothing more.
+ * Whether the dead-letter queue holds `count` letters (`status --local`: the queue's counters,
+ * where each `dead-letters` read ends in a long poll of a second that finds nothing more) and the
+ * relay has printed `lines` `dead-lettered` lines in all: it prints each after its letter is
+ * sent, so the count can come first. Waited for, then asserted exactly.
  */
-async function deadLetterCount(env: Record<string, string>): Promise<number | null> {
-  return (await json<{ deadLetters: { count: number | null } }>(['status', '--local'], env))
-    .deadLetters.count;
+async function deadLetters(
+  env: Record<string, string>,
+  output: string[],
+  count: number,
+  lines = count,
+): Promise<boolean> {
+  const status = await json<{ deadLetters: { count: number | null } }>(['status', '--local'], env);
+  return (
+    status.deadLetters.count === count &&
+    output.filter((line) => line.startsWith('dead-lettered ')).length >= lines
+  );
 }
 
 const companyEdits = (count: number) =>
@@ -91,7 +101,7 @@ describe('operator commands against npm start', () => {
       }),
     ).toBe(202);
     await until(
-      async () => (await deadLetterCount(env)) === 21,
+      () => deadLetters(env, output, 21),
       30_000,
       () => output.join('\n'),
     );
@@ -172,7 +182,7 @@ describe('operator commands against npm start', () => {
     expect(early.left).toBeLessThanOrEqual(20);
     expect(early.matched).toBe(early.moved + early.left);
     await until(
-      async () => (await deadLetterCount(env)) === 21,
+      () => deadLetters(env, output, 21, 41),
       30_000,
       () => output.join('\n'),
     );
@@ -231,7 +241,7 @@ describe('operator commands against npm start', () => {
     const { sim, url, output, env } = await startOpsRelay();
     expect(await postEvents(url, companyEdits(60))).toBe(202);
     await until(
-      async () => (await deadLetterCount(env)) === 60,
+      () => deadLetters(env, output, 60),
       30_000,
       () => output.join('\n'),
     );
