@@ -200,9 +200,9 @@ export interface SourcesFile {
 }
 
 /**
- * Reads and compiles the local stack's SOURCES_FILE (contract §6), whose sources hold their own
- * secrets. Throws a `ConfigError` naming the file, the source and the problem when it cannot
- * work (never a secret): `npm start` refuses to start on it.
+ * Loads JSONata, then reads and compiles the local stack's SOURCES_FILE (contract §6), whose
+ * sources hold their own secrets. Rejects with a `ConfigError` naming the file, the source and
+ * the problem when it cannot work (never a secret): `npm start` refuses to start on it.
  */
 export async function openSourcesFile(path: string): Promise<SourcesFile> {
   await loadSourceCompiler();
