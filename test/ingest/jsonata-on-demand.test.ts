@@ -8,6 +8,7 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, expect, it, vi } from 'vitest';
+import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { buildIngestHandler } from '../../functions/ingest/compose.ts';
 import { ENV, loadIngestConfig } from '../../functions/shared/config.ts';
 
@@ -39,16 +40,20 @@ function coldStart(environment: Record<string, string>) {
   );
 }
 
+const map = "{ 'entity': 'contacts', 'action': 'create', 'data': { 'email': email } }";
+const document = { sources: { stars: { verify: { scheme: 'github' }, map } } };
+
 it('evaluates JSONata at the first cold start with sources, not at import or one without', async () => {
   await coldStart({});
   expect(jsonata.evaluations).toBe(0);
+  // Compiling before it is loaded is a mistake of the caller's, and says so.
+  expect(() => compileSources(parseSourcesDocument(document), { requireSecrets: false })).toThrow(
+    'await loadSourceCompiler() first',
+  );
 
   secretsManager.on(GetSecretValueCommand).resolves({ SecretString: '{}' });
-  const map = "{ 'entity': 'contacts', 'action': 'create', 'data': { 'email': email } }";
   await coldStart({
-    [ENV.SOURCES_DOCUMENT]: JSON.stringify({
-      sources: { stars: { verify: { scheme: 'github' }, map } },
-    }),
+    [ENV.SOURCES_DOCUMENT]: JSON.stringify(document),
     [ENV.SOURCES_SECRET_PREFIX]: 'MauticRelay/dev/sources/',
   });
   expect(jsonata.evaluations).toBe(1);
