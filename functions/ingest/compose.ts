@@ -23,6 +23,7 @@ import {
 } from '../core/sources/source-registry.ts';
 import {
   type CompiledSource,
+  loadSourceCompiler,
   parseSourcesDocument,
   type SourceRegistry,
 } from '../core/sources/sources.ts';
@@ -175,6 +176,7 @@ async function storedSources(
   } catch (error) {
     throw new ConfigError(`Invalid configuration: SOURCES_DOCUMENT is not JSON`, { cause: error });
   }
+  await loadSourceCompiler();
   const sources = new StoredSecretSources(parseSourcesDocument(document), {
     store: new SecretsManagerSourceSecrets(edges.secrets, config.sources.secretPrefix),
     cacheMs: config.credentialsCacheSeconds * 1000,
@@ -198,11 +200,12 @@ export interface SourcesFile {
 }
 
 /**
- * Reads and compiles the local stack's SOURCES_FILE (contract §6), whose sources hold their own
- * secrets. Throws a `ConfigError` naming the file, the source and the problem when it cannot
- * work (never a secret): `npm start` refuses to start on it.
+ * Loads JSONata, then reads and compiles the local stack's SOURCES_FILE (contract §6), whose
+ * sources hold their own secrets. Rejects with a `ConfigError` naming the file, the source and
+ * the problem when it cannot work (never a secret): `npm start` refuses to start on it.
  */
-export function openSourcesFile(path: string): SourcesFile {
+export async function openSourcesFile(path: string): Promise<SourcesFile> {
+  await loadSourceCompiler();
   const registry = new ReloadableSourceRegistry(readSourcesFile(path));
   return {
     registry,

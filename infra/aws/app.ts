@@ -4,10 +4,13 @@
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import { loadSourceCompiler } from '../../functions/core/sources/sources.ts';
 import { environmentSettings } from './environments.ts';
 import { acknowledgeFindings } from './nag.ts';
 import { RelayStack } from './relay-stack.ts';
 
+// The environment's sources are compiled to check them (environments.ts).
+await loadSourceCompiler();
 const app = new App();
 const settings = settingsOrExit(app);
 const stack = new RelayStack(app, `MauticRelay-${settings.name}`, {

@@ -179,7 +179,7 @@ export type RelaySettings = Omit<z.output<typeof settingsSchema>, 'sources'> & {
 
 /**
  * Picks and checks the settings of `-c env=NAME`. A missing or unknown name, or a bad setting,
- * is an error that says what to write.
+ * is an error that says what to write. Its sources are compiled: `loadSourceCompiler()` first.
  */
 export function environmentSettings(name: unknown, environments: unknown): RelaySettings {
   const known =

@@ -1,4 +1,5 @@
 import { ConfigError } from '../../functions/core/errors.ts';
+import { loadSourceCompiler } from '../../functions/core/sources/sources.ts';
 import type { CliIo, Command } from './command.ts';
 import { consoleCommand } from './console/console-command.ts';
 import { deadLettersCommand } from './dead-letters.ts';
@@ -81,6 +82,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   }
   try {
     const { values, positionals } = parseOptions(command, rest);
+    // Several commands compile sources (sources, redrive, doctor): JSONata first, for them all.
+    await loadSourceCompiler();
     return await command.run(values, positionals, io);
   } catch (error) {
     return failed(name, error, io);

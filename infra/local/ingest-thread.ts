@@ -98,7 +98,9 @@ export async function startIngestFront(
 ): Promise<IngestThread> {
   // First: a SOURCES_FILE that cannot work stops the start before anything is made.
   const sources =
-    options.sourcesFile === undefined ? undefined : watchSourcesFile(options.sourcesFile, print);
+    options.sourcesFile === undefined
+      ? undefined
+      : await watchSourcesFile(options.sourcesFile, print);
   const local = { region: 'us-east-1', credentials: LOCAL_CREDENTIALS };
   const sqs = new SQSClient({ ...local, endpoint: options.sqsEndpoint });
   const secrets =
@@ -165,8 +167,8 @@ function acceptedCount(answer: APIGatewayProxyStructuredResultV2): number {
  * new version takes effect for the next request; an invalid one is refused with a line naming
  * the problem (never a secret), and the previous version stays.
  */
-function watchSourcesFile(path: string, print: (line: string) => void) {
-  const file = openSourcesFile(path);
+async function watchSourcesFile(path: string, print: (line: string) => void) {
+  const file = await openSourcesFile(path);
   const changed = (current: Stats, previous: Stats) => {
     if (current.mtimeMs === previous.mtimeMs && current.size === previous.size) return;
     try {

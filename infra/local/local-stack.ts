@@ -59,7 +59,7 @@ async function start(
   // and the problem. The ingest thread compiles it again for itself (compiled expressions cannot
   // cross to a thread), then watches it.
   const sourcesFile = config.SOURCES_FILE === undefined ? undefined : resolve(config.SOURCES_FILE);
-  const sourceNames = sourcesFile === undefined ? [] : openSourcesFile(sourcesFile).names();
+  const sourceNames = sourcesFile === undefined ? [] : (await openSourcesFile(sourcesFile)).names();
   const logger = new LineLogger({ print, debug: config.LOG_LEVEL === 'DEBUG' });
   const { flow, metrics, accepted } = localMetrics();
   const observers = { logger, metrics };

@@ -1,7 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
+import { loadSourceCompiler } from '../../functions/core/sources/sources.ts';
 import { environmentSettings } from '../../infra/aws/environments.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
+
+// Settings with sources compile them, as in the CDK app (infra/aws/app.ts), once JSONata is loaded.
+await loadSourceCompiler();
 
 const { environments: fromCdkJson, ...featureFlags } = JSON.parse(readFileSync('cdk.json', 'utf8'))
   .context as Record<string, unknown>;

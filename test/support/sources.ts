@@ -13,7 +13,11 @@ import type {
   SourceDeadLetter,
   SourceDeadLetterQueue,
 } from '../../functions/core/queue-ports.ts';
-import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
+import {
+  compileSources,
+  loadSourceCompiler,
+  parseSourcesDocument,
+} from '../../functions/core/sources/sources.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {
@@ -24,6 +28,9 @@ import {
   NOW_SECONDS,
   WEBHOOK_SECRET,
 } from './ingest.ts';
+
+// The tests compile sources as the composition roots do, once JSONata is loaded.
+await loadSourceCompiler();
 
 export const STRIPE_SECRET = `whsec_${randomBytes(24).toString('hex')}`;
 export const GITHUB_SECRET = randomBytes(20).toString('hex');

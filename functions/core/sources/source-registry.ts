@@ -139,6 +139,7 @@ export class StoredSecretSources implements SourceRegistry {
   /**
    * Throws a `SourceConfigError` naming the source and the problem when an expression does not
    * compile: before any secret is read, so that a bad document stops the function at once.
+   * `loadSourceCompiler()` must have been awaited.
    */
   constructor(definitions: ReadonlyArray<SourceDefinition>, options: StoredSecretOptions) {
     compileSources(definitions, { requireSecrets: false, limits: options.limits });

@@ -5,7 +5,7 @@
  * into a function once per document, never per request. Every problem is a `SourceConfigError`
  * naming the source and the problem, never a secret.
  */
-import jsonata from 'jsonata';
+import type jsonata from 'jsonata';
 import * as z from 'zod';
 import {
   CredentialError,
@@ -149,11 +149,33 @@ export function parseSourcesDocument(json: unknown): SourceDefinition[] {
   return Object.entries(sources).map(([name, value]) => parseSource(name, value));
 }
 
+/** JSONata, once `loadSourceCompiler` has loaded it. */
+let loaded: typeof jsonata | undefined;
+
+/**
+ * Loads JSONata, which compiling sources needs: await it once before the first `compileSources`.
+ * JSONata is loaded on demand rather than imported because most deployments have no sources, and
+ * evaluating its module would cost every cold start of the ingest function (a few ms of INIT) for
+ * nothing. Bundled without splitting, the module stays in the bundle and is evaluated here.
+ */
+export async function loadSourceCompiler(): Promise<void> {
+  loaded ??= (await import('jsonata')).default;
+}
+
+function compiler(): typeof jsonata {
+  if (loaded === undefined) {
+    throw new Error(
+      'Sources are compiled before JSONata is loaded: await loadSourceCompiler() first',
+    );
+  }
+  return loaded;
+}
+
 /**
  * Compiles every source's expressions, once, and gives each its secrets (see `CompileOptions`).
  * Throws a `SourceConfigError` naming the source, the expression's role and jsonata's message
  * and position for an expression that does not compile, or the source and the secret's position
- * for a secret that cannot work.
+ * for a secret that cannot work. `loadSourceCompiler()` must have been awaited.
  */
 export function compileSources(
   definitions: ReadonlyArray<SourceDefinition>,
@@ -232,7 +254,7 @@ function compileSource(
 }
 
 /** JSONata's truthiness (`$boolean`), for a filter's non-boolean result; made at first use. */
-const truthiness = lazy(() => jsonata('$boolean($v)'));
+const truthiness = lazy(() => compiler()('$boolean($v)'));
 
 /** An idempotency key this long is not an id but a mistake (a whole object's text, say). */
 const MAX_KEY_LENGTH = 256;
@@ -317,8 +339,9 @@ function compileExpression(
       `${role} uses $eval, which would run the payload as an expression`,
     );
   }
+  const compile = compiler();
   try {
-    return jsonata(text, {
+    return compile(text, {
       timeout: limits.timeoutMs,
       stack: limits.maxDepth,
       sequence: limits.maxSequence,

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SourceConfigError } from '../../../functions/core/errors.ts';
 import type { SourceSecretStore } from '../../../functions/core/ports.ts';
 import {
@@ -9,8 +9,13 @@ import {
   ReloadableSourceRegistry,
   StoredSecretSources,
 } from '../../../functions/core/sources/source-registry.ts';
-import { parseSourcesDocument } from '../../../functions/core/sources/sources.ts';
+import {
+  loadSourceCompiler,
+  parseSourcesDocument,
+} from '../../../functions/core/sources/sources.ts';
 import { expectNoSecrets, thrownBy } from '../../support/secrets.ts';
+
+beforeAll(loadSourceCompiler);
 
 const SECRET = `hmac-${randomBytes(16).toString('hex')}`;
 const ROTATED = `hmac-${randomBytes(16).toString('hex')}`;

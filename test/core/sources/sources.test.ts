@@ -1,12 +1,13 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import jsonata from 'jsonata';
-import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SourceConfigError, SourceEvaluationError } from '../../../functions/core/errors.ts';
 import { withoutPayloadValues } from '../../../functions/core/sources/mapping-failures.ts';
 import {
   type CompiledSource,
   compileSources,
   eventPointer,
+  loadSourceCompiler,
   parseSourcesDocument,
   type SourceDefinition,
 } from '../../../functions/core/sources/sources.ts';
@@ -17,6 +18,8 @@ vi.mock('jsonata', async (importOriginal) => {
   const actual = await importOriginal<{ default: typeof jsonata }>();
   return { default: vi.fn(actual.default) };
 });
+
+beforeAll(loadSourceCompiler);
 
 const STRIPE_SECRET = `whsec_${randomBytes(24).toString('hex')}`;
 const HMAC_SECRET = randomBytes(24).toString('hex');
