@@ -16,6 +16,7 @@ import { SqsSourceDeadLetters } from '../adapters/sqs-source-dead-letters.ts';
 import { ConfigError, describeError, SourceConfigError } from '../core/errors.ts';
 import { parseCredentials } from '../core/ingest/webhook-auth.ts';
 import type { Clock, IngestCredentials } from '../core/ports.ts';
+import { loadSourceCompiler } from '../core/sources/source-compiler.ts';
 import {
   compileSourcesText,
   ReloadableSourceRegistry,
@@ -23,7 +24,6 @@ import {
 } from '../core/sources/source-registry.ts';
 import {
   type CompiledSource,
-  loadSourceCompiler,
   parseSourcesDocument,
   type SourceRegistry,
 } from '../core/sources/sources.ts';

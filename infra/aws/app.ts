@@ -4,7 +4,7 @@
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { loadSourceCompiler } from '../../functions/core/sources/sources.ts';
+import { loadSourceCompiler } from '../../functions/core/sources/source-compiler.ts';
 import { environmentSettings } from './environments.ts';
 import { acknowledgeFindings } from './nag.ts';
 import { RelayStack } from './relay-stack.ts';

@@ -1,5 +1,5 @@
 import { ConfigError } from '../../functions/core/errors.ts';
-import { loadSourceCompiler } from '../../functions/core/sources/sources.ts';
+import { loadSourceCompiler } from '../../functions/core/sources/source-compiler.ts';
 import type { CliIo, Command } from './command.ts';
 import { consoleCommand } from './console/console-command.ts';
 import { deadLettersCommand } from './dead-letters.ts';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
-import { loadSourceCompiler } from '../../functions/core/sources/sources.ts';
+import { loadSourceCompiler } from '../../functions/core/sources/source-compiler.ts';
 import { environmentSettings } from '../../infra/aws/environments.ts';
 import { RelayStack } from '../../infra/aws/relay-stack.ts';
 

@@ -2,6 +2,7 @@
  * The `/sources/{name}` endpoint (contract §6) for tests: sources documents, requests signed as
  * the providers sign them (with their own libraries), and the real ingest handler with sources.
  */
+
 import { randomBytes } from 'node:crypto';
 import { sign as signGitHub } from '@octokit/webhooks-methods';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
@@ -13,11 +14,8 @@ import type {
   SourceDeadLetter,
   SourceDeadLetterQueue,
 } from '../../functions/core/queue-ports.ts';
-import {
-  compileSources,
-  loadSourceCompiler,
-  parseSourcesDocument,
-} from '../../functions/core/sources/sources.ts';
+import { loadSourceCompiler } from '../../functions/core/sources/source-compiler.ts';
+import { compileSources, parseSourcesDocument } from '../../functions/core/sources/sources.ts';
 import { createIngestHandler } from '../../functions/ingest/handler.ts';
 import { lambdaContext } from '../../infra/local/lambda-context.ts';
 import {

@@ -15,6 +15,7 @@ import {
 } from '../errors.ts';
 import { standardWebhookHeaders } from '../ingest/webhook-auth.ts';
 import { lazy } from '../lazy.ts';
+import { compiler } from './source-compiler.ts';
 import {
   checkSourceSecrets,
   readableHeaders,
@@ -147,28 +148,6 @@ export function parseSourcesDocument(json: unknown): SourceDefinition[] {
   // own key, as JSON.parse makes it) into a prototype, dropping it without a word.
   const sources = (json as { sources: Record<string, unknown> }).sources;
   return Object.entries(sources).map(([name, value]) => parseSource(name, value));
-}
-
-/** JSONata, once `loadSourceCompiler` has loaded it. */
-let loaded: typeof jsonata | undefined;
-
-/**
- * Loads JSONata, which compiling sources needs: await it once before the first `compileSources`.
- * JSONata is loaded on demand rather than imported because most deployments have no sources, and
- * evaluating its module would cost every cold start of the ingest function (a few ms of INIT) for
- * nothing. Bundled without splitting, the module stays in the bundle and is evaluated here.
- */
-export async function loadSourceCompiler(): Promise<void> {
-  loaded ??= (await import('jsonata')).default;
-}
-
-function compiler(): typeof jsonata {
-  if (loaded === undefined) {
-    throw new Error(
-      'Sources are compiled before JSONata is loaded: await loadSourceCompiler() first',
-    );
-  }
-  return loaded;
 }
 
 /**

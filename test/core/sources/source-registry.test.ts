@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SourceConfigError } from '../../../functions/core/errors.ts';
 import type { SourceSecretStore } from '../../../functions/core/ports.ts';
+import { loadSourceCompiler } from '../../../functions/core/sources/source-compiler.ts';
 import {
   compileSourcesText,
   formatSourceSecret,
@@ -9,10 +10,7 @@ import {
   ReloadableSourceRegistry,
   StoredSecretSources,
 } from '../../../functions/core/sources/source-registry.ts';
-import {
-  loadSourceCompiler,
-  parseSourcesDocument,
-} from '../../../functions/core/sources/sources.ts';
+import { parseSourcesDocument } from '../../../functions/core/sources/sources.ts';
 import { expectNoSecrets, thrownBy } from '../../support/secrets.ts';
 
 beforeAll(loadSourceCompiler);

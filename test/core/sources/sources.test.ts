@@ -3,11 +3,11 @@ import jsonata from 'jsonata';
 import { beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SourceConfigError, SourceEvaluationError } from '../../../functions/core/errors.ts';
 import { withoutPayloadValues } from '../../../functions/core/sources/mapping-failures.ts';
+import { loadSourceCompiler } from '../../../functions/core/sources/source-compiler.ts';
 import {
   type CompiledSource,
   compileSources,
   eventPointer,
-  loadSourceCompiler,
   parseSourcesDocument,
   type SourceDefinition,
 } from '../../../functions/core/sources/sources.ts';
