@@ -49,32 +49,33 @@ export function createBatchHandler(deps: BatchHandlerDeps): BatchHandler {
     // none of this batch's records is in the next one, whose messages the queue could not hand
     // out while these were in flight. Settlements run one after another, and a batch waits for
     // the one before the last: at most one is ever behind. A settlement's failure is kept and
-    // thrown at the next wait, never left as a rejection no one awaits.
+    // thrown at the next wait, never left as a rejection no one awaits; the batch delivered
+    // meanwhile is still settled first, so that what Mautic took is not delivered again.
+    const settle = (batch: QueuedMessage[], delivered: Delivered) =>
+      settleBatchOf(batch, delivered, run, deps).then((unsettled) => {
+        // The handed messages are all in the first batch: its answer is theirs.
+        for (const record of event.Records)
+          if (unsettled.has(record.messageId)) failures.add(record.messageId);
+        return removeOwnSettled(batch, handed, unsettled, deps, settleUntil(run));
+      });
     let settling: Promise<void> = Promise.resolve();
     let broken: { error: unknown } | undefined;
-    const settled = async () => {
-      await settling;
-      if (broken) throw broken.error;
-    };
     try {
       for await (const batch of batches(event.Records, run, deps)) {
         const delivered = await deliverBatch(batch, run, deps);
-        await settled();
-        settling = settleBatchOf(batch, delivered, run, deps)
-          .then((unsettled) => {
-            // The handed messages are all in the first batch: its answer is theirs.
-            for (const record of event.Records)
-              if (unsettled.has(record.messageId)) failures.add(record.messageId);
-            return removeOwnSettled(batch, handed, unsettled, deps, settleUntil(run));
-          })
-          .catch((error: unknown) => {
-            broken = { error };
-          });
+        await settling;
+        if (broken) {
+          await settle(batch, delivered).catch(() => {});
+          break;
+        }
+        settling = settle(batch, delivered).catch((error: unknown) => {
+          broken = { error };
+        });
       }
     } finally {
       await settling;
     }
-    await settled();
+    if (broken) throw broken.error;
     return {
       batchItemFailures: [...failures].map((itemIdentifier) => ({ itemIdentifier })),
     };

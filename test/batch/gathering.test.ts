@@ -19,7 +19,7 @@ import { createBatchHandler } from '../../functions/batch/handler.ts';
 import { DEFAULT_DELIVERY_OPTIONS } from '../../functions/core/delivery/delivery-calls.ts';
 import { MauticItemTime } from '../../functions/core/delivery/mautic-item-time.ts';
 import { MauticApiClient } from '../../functions/core/mautic/mautic-api.ts';
-import type { OutcomeStore } from '../../functions/core/ports.ts';
+import type { MetricsSink, OutcomeStore } from '../../functions/core/ports.ts';
 import { createQueuePair } from '../../infra/local/queue-pair.ts';
 import { type InvokeReport, SqsEventSource } from '../../infra/local/sqs-event-source.ts';
 import { type MauticSimulator, startMauticSimulator } from '../../mautic-simulator/server.ts';
@@ -100,6 +100,7 @@ async function startRelay(options: {
   itemTime?: MauticItemTime;
   functionTimeoutMs?: number;
   outcomes?: OutcomeStore;
+  metrics?: MetricsSink;
 }) {
   const sim = await startMauticSimulator();
   const pair = await createQueuePair(localSqs.sqs, {
@@ -122,7 +123,7 @@ async function startRelay(options: {
     }),
     retry: { baseSeconds: 1, maxDelaySeconds: 1, horizonSeconds: 3600, maxReceiveCount: 5 },
     logger: observed.logger,
-    metrics: observed.metrics,
+    metrics: options.metrics ?? observed.metrics,
     clock: Date,
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     random: Math.random,
@@ -312,6 +313,50 @@ describe('the batch function gathering its batch', () => {
       expect(relay.steps.indexOf(`written ${eventId}`), eventId).toBeLessThan(
         relay.steps.indexOf(step),
       );
+    }
+  }, 90_000);
+
+  it('settles the batch it delivered meanwhile when settling the one before fails, then fails', async () => {
+    const quick = new MauticItemTime();
+    quick.observe(200, 200);
+    const written: string[][] = [];
+    const outcomes: OutcomeStore = {
+      write: async (records) => {
+        written.push(records.map((r) => r.eventId));
+        return 0;
+      },
+      read: async () => [],
+    };
+    // Settling the first batch throws once, after its outcomes are written.
+    let thrown = false;
+    const metrics: MetricsSink = {
+      addMetric: (name) => {
+        if (name !== 'EventsDelivered' || thrown) return;
+        thrown = true;
+        throw new Error('metrics broke');
+      },
+    };
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const relay = await startRelay({ itemTime: quick, outcomes, metrics });
+      await relay.send(400);
+
+      relay.source.start();
+      await until(async () => relay.reports.length >= 1, 30_000, 'no invocation ended');
+      await relay.source.stop();
+
+      expect(relay.calls()).toEqual([200, 200]);
+      expect(relay.reports[0]?.deleted).toEqual([]);
+      expect(written.map((ids) => ids.length)).toEqual([200, 200]);
+      const deleted = new Set(relay.steps.map((step) => step.replace(/^deleted /, '')));
+      // The second batch, which Mautic took, is deleted; the first comes back, failed.
+      expect(written[1]?.every((id) => deleted.has(id))).toBe(true);
+      expect(written[0]?.some((id) => deleted.has(id))).toBe(false);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
     }
   }, 90_000);
 
