@@ -111,7 +111,8 @@ async function deliverBatch(
 /**
  * Settles a delivered batch: maps the outcomes, writes them, then sends the dead letters and
  * delays the retried. Answers the message ids that are not settled (left to the queue, or whose
- * dead letter could not be sent). Never throws: each step bounds and catches its own calls.
+ * dead letter could not be sent). Each step bounds and catches its own calls' failures; only
+ * an unexpected error (a metrics sink that throws, say) rejects it.
  */
 async function settleBatchOf(
   messages: QueuedMessage[],
