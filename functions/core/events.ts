@@ -1,11 +1,7 @@
 import * as z from 'zod';
 import { canonicalReference, lookupProblem } from './contact-reference.ts';
 import { cleaningChanges, isMauticEmail } from './email-address.ts';
-
-/** A Mautic API path name (contract §1): `contacts`, `companies`, `segments`, … */
-export const ENTITY_PATTERN = /^[a-z][a-zA-Z]{1,63}$/;
-/** A contact field alias as Mautic makes them (`email`, `crm_id`): what `match` may name. */
-export const CONTACT_FIELD_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
+import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from './mautic-names.ts';
 
 /** The writes of Mautic's batch API, for any entity. */
 const RECORD_ACTIONS = ['create', 'edit', 'delete'] as const;

@@ -1,7 +1,7 @@
 import * as z from 'zod';
 import { type CircuitSettings, circuitSettings } from '../core/delivery/circuit.ts';
 import { ConfigError } from '../core/errors.ts';
-import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/events.ts';
+import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/mautic-names.ts';
 import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */

@@ -1,7 +1,7 @@
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as z from 'zod';
 import { SourceConfigError } from '../../functions/core/errors.ts';
-import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../../functions/core/events.ts';
+import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../../functions/core/mautic-names.ts';
 import {
   MAX_RETRY_HORIZON_SECONDS,
   type RetryPolicy,

@@ -5,8 +5,9 @@
  */
 import { type AttributeValue, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { fromItem } from '../../functions/adapters/dynamodb-outcome-store.ts';
-import { CONTACT_ACTIONS, ENTITY_PATTERN } from '../../functions/core/events.ts';
+import { CONTACT_ACTIONS } from '../../functions/core/events.ts';
 import { currentOutcomes, outcomeAnswer } from '../../functions/core/ingest/outcome-view.ts';
+import { ENTITY_PATTERN } from '../../functions/core/mautic-names.ts';
 import {
   OUTCOME_STATUSES,
   OUTCOME_TABLE,

@@ -5,14 +5,13 @@
  */
 import { IngestRefusal, type RefusalDetail } from '../errors.ts';
 import {
-  CONTACT_FIELD_PATTERN,
-  ENTITY_PATTERN,
   eventIdSchema,
   type QueuedEvent,
   queuedEventSchema,
   type RelayEvent,
   relayEventSchema,
 } from '../events.ts';
+import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../mautic-names.ts';
 import type { IngestCredentials, RequestIdentity } from '../ports.ts';
 import type { OutgoingMessage } from '../queue-ports.ts';
 import { requestIdentity } from './request-identity.ts';

@@ -1,6 +1,6 @@
 import { MauticPermanentError, MauticResponseError } from '../errors.ts';
 import type { ContactAction } from '../events.ts';
-import { ENTITY_PATTERN } from '../events.ts';
+import { ENTITY_PATTERN } from '../mautic-names.ts';
 import type {
   ActionFields,
   CallOptions,

@@ -4,7 +4,8 @@
  */
 import { canonicalReference, csvField, lookupProblem, storedForm } from '../contact-reference.ts';
 import { MauticPermanentError, MauticResponseError } from '../errors.ts';
-import { CONTACT_FIELD_PATTERN, type ContactAction } from '../events.ts';
+import type { ContactAction } from '../events.ts';
+import { CONTACT_FIELD_PATTERN } from '../mautic-names.ts';
 import type { ActionFields, CallOptions, CompanyLink, ItemResult } from '../ports.ts';
 import { isObject, type MauticAnswer } from './mautic-http.ts';
 
