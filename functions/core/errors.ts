@@ -271,6 +271,11 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** What is wrong with one variable's value, without its name or the value (setting-rules.ts). */
+export class SettingProblem extends Error {
+  override name = 'SettingProblem';
+}
+
 /** Where an event of a refused request is wrong: its index, a JSON pointer into it, and why. */
 export interface RefusalDetail {
   index?: number;

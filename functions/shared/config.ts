@@ -1,8 +1,21 @@
-import * as z from 'zod';
 import { type CircuitSettings, circuitSettings } from '../core/delivery/circuit.ts';
-import { ConfigError } from '../core/errors.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from '../core/mautic-names.ts';
 import { MAX_RETRY_HORIZON_SECONDS, type RetryPolicy, retryPolicy } from '../core/retry-policy.ts';
+import {
+  type CrossCheck,
+  commaList,
+  httpUrl,
+  integer,
+  listOf,
+  optional,
+  type Rule,
+  readSettings,
+  required,
+  type Settings,
+} from './setting-rules.ts';
+
+/** The rules the local stack's own settings share (infra/local/local-config.ts). */
+export { commaList, httpUrl, integer, type Rule } from './setting-rules.ts';
 
 /** Environment variable names, shared by the functions and the stack so they cannot drift. */
 export const ENV = {
@@ -84,21 +97,11 @@ export const DEDUP_TABLE_KEY = 'id';
 export const DEDUP_TTL_ATTRIBUTE = 'expiration';
 export const DEDUP_STORE_FAILED_EVENT = 'dedup_store_failed';
 
-/** An environment variable holding a whole number in [min, max], `fallback` when unset. */
-export const integer = (min: number, max: number, fallback: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`))
-    .optional()
-    .transform((value) => value ?? fallback);
-const required = z.string({ error: 'is required' }).min(1, 'is required');
 /** `OUTCOME_RETENTION_SECONDS` (contract §1.6): 0 keeps no outcome, at most 30 days. */
 export const outcomeRetention = integer(0, 2_592_000, DEFAULTS.outcomeRetentionSeconds);
 const outcomeSettings = {
   [ENV.OUTCOME_RETENTION_SECONDS]: outcomeRetention,
-  [ENV.OUTCOME_TABLE_NAME]: z.string().min(1).optional(),
+  [ENV.OUTCOME_TABLE_NAME]: optional,
 };
 /** Where outcomes are kept and how long; undefined: none is (retention 0, or no table set). */
 type OutcomeEnv = { OUTCOME_RETENTION_SECONDS: number; OUTCOME_TABLE_NAME?: string | undefined };
@@ -107,38 +110,32 @@ const outcomesOf = (env: OutcomeEnv) =>
     ? undefined
     : { tableName: env.OUTCOME_TABLE_NAME, retentionSeconds: env.OUTCOME_RETENTION_SECONDS };
 
-/** Built by its loader, not at import: a zod schema costs ms; a bundle needs only its own. */
-const batchSchema = () =>
-  z.object({
-    [ENV.MAUTIC_BASE_URL]: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
-    [ENV.TOKEN_SECRET_ID]: required,
-    [ENV.EVENTS_QUEUE_URL]: required,
-    [ENV.DEAD_LETTER_QUEUE_URL]: required,
-    [ENV.REFRESH_FUNCTION_NAME]: required,
-    [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
-    [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
-    [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
-    // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
-    // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
-    [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000, 0).transform((value) => value || undefined),
-    [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
-    // 12 hours is the longest visibility timeout SQS accepts.
-    [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
-    [ENV.RETRY_BASE_SECONDS]: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
-    [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
-    [ENV.RETRY_HORIZON_SECONDS]: integer(
-      1,
-      MAX_RETRY_HORIZON_SECONDS,
-      DEFAULTS.retryHorizonSeconds,
-    ),
-    [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000, 0).transform((value) => value || undefined),
-    [ENV.MAX_CONCURRENCY]: integer(1, 1000, DEFAULTS.maxConcurrency),
-    [ENV.CIRCUIT_PROBE_BASE_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
-    [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600, 0).transform((value) => value || undefined),
-    // The action ledger's and Mautic's health's table, made even with de-duplication off.
-    [ENV.DEDUP_TABLE_NAME]: required,
-    ...outcomeSettings,
-  });
+const batchRules = {
+  [ENV.MAUTIC_BASE_URL]: httpUrl,
+  [ENV.TOKEN_SECRET_ID]: required,
+  [ENV.EVENTS_QUEUE_URL]: required,
+  [ENV.DEAD_LETTER_QUEUE_URL]: required,
+  [ENV.REFRESH_FUNCTION_NAME]: required,
+  [ENV.BATCH_SIZE]: integer(1, 200, DEFAULTS.batchSize),
+  [ENV.BATCH_WINDOW_SECONDS]: integer(0, 300, DEFAULTS.batchWindowSeconds),
+  [ENV.DELIVERY_CONCURRENCY]: integer(1, 10, DEFAULTS.deliveryConcurrency),
+  // Unset: each Mautic call's timeout follows Mautic's observed pace (call-budget.ts); set, at
+  // most this (a fixed 10 s would retry, or doubt, calls of a slow Mautic that worked).
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 900_000),
+  [ENV.TOKEN_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.tokenCacheSeconds),
+  // 12 hours is the longest visibility timeout SQS accepts.
+  [ENV.MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.maxDelaySeconds),
+  [ENV.RETRY_BASE_SECONDS]: integer(1, 43_200, DEFAULTS.retryBaseSeconds),
+  [ENV.RETRY_MAX_DELAY_SECONDS]: integer(1, 43_200, DEFAULTS.retryMaxDelaySeconds),
+  [ENV.RETRY_HORIZON_SECONDS]: integer(1, MAX_RETRY_HORIZON_SECONDS, DEFAULTS.retryHorizonSeconds),
+  [ENV.MAX_RECEIVE_COUNT]: integer(1, 1000),
+  [ENV.MAX_CONCURRENCY]: integer(1, 1000, DEFAULTS.maxConcurrency),
+  [ENV.CIRCUIT_PROBE_BASE_SECONDS]: integer(1, 600),
+  [ENV.CIRCUIT_PROBE_MAX_SECONDS]: integer(1, 600),
+  // The action ledger's and Mautic's health's table, made even with de-duplication off.
+  [ENV.DEDUP_TABLE_NAME]: required,
+  ...outcomeSettings,
+};
 
 /** The batch function's configuration. */
 export interface BatchConfig {
@@ -166,7 +163,7 @@ export interface BatchConfig {
 export function loadBatchConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<BatchConfig> {
-  const values = parse(batchSchema(), env);
+  const values = readSettings(env, batchRules);
   return Object.freeze({
     mauticBaseUrl: values.MAUTIC_BASE_URL,
     tokenSecretId: values.TOKEN_SECRET_ID,
@@ -197,50 +194,24 @@ export function loadBatchConfig(
   });
 }
 
-function parse<T extends z.ZodType>(
-  schema: T,
-  env: Readonly<Record<string, string | undefined>>,
-): z.output<T> {
-  const result = schema.safeParse(env);
-  if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
-  throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
-}
-
-/** An environment variable holding a comma-separated list (empty items dropped). */
-export const commaList = z
-  .string()
-  .optional()
-  .transform((value) =>
-    (value ?? '')
-      .split(',')
-      .map((item) => item.trim())
-      .filter((item) => item !== ''),
-  );
-
+const entityNames = listOf(ENTITY_PATTERN, 'must list Mautic API path names such as "contacts"');
 /** `ENTITIES`: comma-separated entity names, each a Mautic API path name; unset: the default. */
-export const entityList = commaList
-  .pipe(
-    z.array(z.string().regex(ENTITY_PATTERN, 'must list Mautic API path names such as "contacts"')),
-  )
-  .transform((names) => (names.length === 0 ? [...DEFAULT_ENTITIES] : names));
+export const entityList: Rule<string[]> = (value) => {
+  const names = entityNames(value);
+  return names.length === 0 ? [...DEFAULT_ENTITIES] : names;
+};
 
+const contactFields = listOf(
+  CONTACT_FIELD_PATTERN,
+  'must list contact field aliases such as "crm_id" (/^[a-z][a-z0-9_]{0,63}$/)',
+);
 /**
  * `CONTACT_MATCH_FIELDS`: contact field aliases an event may `match` on (contract §5); `email`
  * always, listed or not (Mautic keeps it unique by itself, and it is the contract's default).
  */
-export const contactMatchFieldList = commaList
-  .pipe(
-    z.array(
-      z
-        .string()
-        .regex(
-          CONTACT_FIELD_PATTERN,
-          'must list contact field aliases such as "crm_id" (/^[a-z][a-z0-9_]{0,63}$/)',
-        ),
-    ),
-  )
-  .transform((fields) => [...new Set(['email', ...fields])]);
+export const contactMatchFieldList: Rule<string[]> = (value) => [
+  ...new Set(['email', ...contactFields(value)]),
+];
 
 /** `DEDUP_WINDOW_SECONDS`: 0 turns de-duplication off. */
 export const dedupWindow = integer(0, MAX_DEDUP_WINDOW_SECONDS, DEFAULTS.dedupWindowSeconds);
@@ -253,60 +224,53 @@ export const recordEventsPerMinute = integer(
   DEFAULTS.maxRecordEventsPerMinute,
 );
 
-const ingestSchema = () =>
-  z
-    .object({
-      [ENV.EVENTS_QUEUE_URL]: required,
-      [ENV.WEBHOOK_SECRET_ID]: z.string().min(1).optional(),
-      [ENV.WEBHOOK_SECRET]: commaList,
-      [ENV.INGEST_API_KEYS]: commaList,
-      [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
-      [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
-      [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
-      [ENV.ENTITIES]: entityList,
-      [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
-      [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
-      [ENV.DEDUP_TABLE_NAME]: z.string().min(1).optional(),
-      [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
-      [ENV.SOURCES_DOCUMENT]: z.string().min(1).optional(),
-      [ENV.SOURCES_SECRET_PREFIX]: z.string().min(1).optional(),
-      [ENV.DEAD_LETTER_QUEUE_URL]: z.string().min(1).optional(),
-      ...outcomeSettings,
-    })
-    .refine(
-      (env) => env.SOURCES_DOCUMENT === undefined || env.DEAD_LETTER_QUEUE_URL !== undefined,
-      {
-        path: [ENV.DEAD_LETTER_QUEUE_URL],
-        message:
+const ingestRules = {
+  [ENV.EVENTS_QUEUE_URL]: required,
+  [ENV.WEBHOOK_SECRET_ID]: optional,
+  [ENV.WEBHOOK_SECRET]: commaList,
+  [ENV.INGEST_API_KEYS]: commaList,
+  [ENV.MAX_BODY_BYTES]: integer(1024, 6 * 1024 * 1024, DEFAULTS.maxBodyBytes),
+  [ENV.MAX_EVENTS_PER_REQUEST]: integer(1, 10_000, DEFAULTS.maxEventsPerRequest),
+  [ENV.CREDENTIALS_CACHE_SECONDS]: integer(0, 3600, DEFAULTS.credentialsCacheSeconds),
+  [ENV.ENTITIES]: entityList,
+  [ENV.CONTACT_MATCH_FIELDS]: contactMatchFieldList,
+  [ENV.DEDUP_WINDOW_SECONDS]: dedupWindow,
+  [ENV.DEDUP_TABLE_NAME]: optional,
+  [ENV.MAX_RECORD_EVENTS_PER_MINUTE]: recordEventsPerMinute,
+  [ENV.SOURCES_DOCUMENT]: optional,
+  [ENV.SOURCES_SECRET_PREFIX]: optional,
+  [ENV.DEAD_LETTER_QUEUE_URL]: optional,
+  ...outcomeSettings,
+};
+
+/** The ingest's rules across its variables, once each is valid. */
+const ingestChecks: ReadonlyArray<CrossCheck<Settings<typeof ingestRules>>> = [
+  (env) =>
+    env.SOURCES_DOCUMENT !== undefined && env.DEAD_LETTER_QUEUE_URL === undefined
+      ? [
+          ENV.DEAD_LETTER_QUEUE_URL,
           'is required with SOURCES_DOCUMENT (a payload that cannot be mapped is kept there)',
-      },
-    )
-    .refine(
-      (env) => env.SOURCES_DOCUMENT === undefined || env.SOURCES_SECRET_PREFIX !== undefined,
-      {
-        path: [ENV.SOURCES_SECRET_PREFIX],
-        message: 'is required with SOURCES_DOCUMENT',
-      },
-    )
-    .refine(
-      (env) =>
-        (env.DEDUP_WINDOW_SECONDS === 0 && env.MAX_RECORD_EVENTS_PER_MINUTE === 0) ||
-        env.DEDUP_TABLE_NAME !== undefined,
-      {
-        path: [ENV.DEDUP_TABLE_NAME],
-        message: 'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
-      },
-    )
-    .refine(
-      (env) =>
-        env.WEBHOOK_SECRET_ID !== undefined ||
-        env.WEBHOOK_SECRET.length > 0 ||
-        env.INGEST_API_KEYS.length > 0,
-      {
-        path: [ENV.WEBHOOK_SECRET_ID],
-        message: 'or WEBHOOK_SECRET or INGEST_API_KEYS is required',
-      },
-    );
+        ]
+      : undefined,
+  (env) =>
+    env.SOURCES_DOCUMENT !== undefined && env.SOURCES_SECRET_PREFIX === undefined
+      ? [ENV.SOURCES_SECRET_PREFIX, 'is required with SOURCES_DOCUMENT']
+      : undefined,
+  (env) =>
+    (env.DEDUP_WINDOW_SECONDS > 0 || env.MAX_RECORD_EVENTS_PER_MINUTE > 0) &&
+    env.DEDUP_TABLE_NAME === undefined
+      ? [
+          ENV.DEDUP_TABLE_NAME,
+          'is required unless DEDUP_WINDOW_SECONDS and MAX_RECORD_EVENTS_PER_MINUTE are 0',
+        ]
+      : undefined,
+  (env) =>
+    env.WEBHOOK_SECRET_ID === undefined &&
+    env.WEBHOOK_SECRET.length === 0 &&
+    env.INGEST_API_KEYS.length === 0
+      ? [ENV.WEBHOOK_SECRET_ID, 'or WEBHOOK_SECRET or INGEST_API_KEYS is required']
+      : undefined,
+];
 
 /** The ingest function's configuration. */
 export interface IngestConfig {
@@ -340,7 +304,7 @@ export interface IngestConfig {
 export function loadIngestConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<IngestConfig> {
-  const values = parse(ingestSchema(), env);
+  const values = readSettings(env, ingestRules, ingestChecks);
   return Object.freeze({
     eventsQueueUrl: values.EVENTS_QUEUE_URL,
     webhookSecretId: values.WEBHOOK_SECRET_ID,
@@ -363,18 +327,17 @@ export function loadIngestConfig(
   });
 }
 
-const refreshSchema = () =>
-  z.object({
-    [ENV.CLIENT_SECRET_ID]: required,
-    [ENV.TOKEN_SECRET_ID]: required,
-    [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, DEFAULTS.refreshAheadSeconds),
-    [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(
-      3600,
-      31_536_000,
-      DEFAULTS.refreshTokenLifetimeSeconds,
-    ),
-    [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
-  });
+const refreshRules = {
+  [ENV.CLIENT_SECRET_ID]: required,
+  [ENV.TOKEN_SECRET_ID]: required,
+  [ENV.REFRESH_AHEAD_SECONDS]: integer(60, 86_400, DEFAULTS.refreshAheadSeconds),
+  [ENV.REFRESH_TOKEN_LIFETIME_SECONDS]: integer(
+    3600,
+    31_536_000,
+    DEFAULTS.refreshTokenLifetimeSeconds,
+  ),
+  [ENV.MAUTIC_TIMEOUT_MS]: integer(100, 120_000, DEFAULTS.mauticTimeoutMs),
+};
 
 /** The token refresher's configuration. */
 export interface RefreshConfig {
@@ -389,7 +352,7 @@ export interface RefreshConfig {
 export function loadRefreshConfig(
   env: Readonly<Record<string, string | undefined>>,
 ): Readonly<RefreshConfig> {
-  const values = parse(refreshSchema(), env);
+  const values = readSettings(env, refreshRules);
   return Object.freeze({
     clientSecretId: values.CLIENT_SECRET_ID,
     tokenSecretId: values.TOKEN_SECRET_ID,
