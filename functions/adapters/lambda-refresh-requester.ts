@@ -1,6 +1,6 @@
 import { InvokeCommand, type LambdaClient, TooManyRequestsException } from '@aws-sdk/client-lambda';
-import * as z from 'zod';
 import type { RefreshAnswer, RefreshRequester } from '../core/ports.ts';
+import * as z from '../core/zod.ts';
 
 /** The payload the refresher accepts for an on-demand run. */
 interface RefreshRequest {
@@ -13,8 +13,8 @@ interface RefreshRequest {
 const answerSchema = () =>
   z.object({
     action: z.enum(['none', 'refreshed', 'failed']),
-    why: z.string().optional(),
-    stored: z.object({ updatedAt: z.string(), accessTokenExpiresAt: z.string() }).optional(),
+    why: z.optional(z.string()),
+    stored: z.optional(z.object({ updatedAt: z.string(), accessTokenExpiresAt: z.string() })),
   });
 let answerSchemaMade: ReturnType<typeof answerSchema> | undefined;
 

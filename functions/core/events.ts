@@ -1,7 +1,7 @@
-import * as z from 'zod';
 import { canonicalReference, lookupProblem } from './contact-reference.ts';
 import { cleaningChanges, isMauticEmail } from './email-address.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from './mautic-names.ts';
+import * as z from './zod.ts';
 
 /** The writes of Mautic's batch API, for any entity. */
 const RECORD_ACTIONS = ['create', 'edit', 'delete'] as const;
@@ -34,43 +34,45 @@ export function isContactAction(action: Action): action is ContactAction {
 }
 
 /** Every action field, each with its own type; which action takes which is `CONTACT_ACTIONS`. */
+const positiveId = () => z.int().check(z.positive());
 const ACTION_FIELD_SCHEMAS = {
-  segmentId: z.number().int().positive(),
-  campaignId: z.number().int().positive(),
-  companyId: z.number().int().positive(),
+  segmentId: positiveId(),
+  campaignId: positiveId(),
+  companyId: positiveId(),
   channel: z
     .string()
-    .regex(/^[a-z][a-z0-9_]{0,63}$/, 'must be a Mautic channel name such as "email"'),
+    .check(z.regex(/^[a-z][a-z0-9_]{0,63}$/, 'must be a Mautic channel name such as "email"')),
   reason: z.enum(['manual', 'unsubscribed', 'bounced']),
-  comments: z.string().max(255),
+  comments: z.string().check(z.maxLength(255)),
   // Mautic's points column is a signed 32-bit integer.
-  points: z
-    .number()
-    .int()
-    .min(-2_147_483_647)
-    .max(2_147_483_647)
-    .refine((points) => points !== 0, 'must not be 0'),
+  points: z.int().check(
+    z.gte(-2_147_483_647),
+    z.lte(2_147_483_647),
+    z.refine((points) => points !== 0, 'must not be 0'),
+  ),
 };
 const ACTION_FIELDS = Object.keys(ACTION_FIELD_SCHEMAS) as Array<keyof typeof ACTION_FIELD_SCHEMAS>;
 
 const eventFields = {
   entity: z
     .string()
-    .regex(
-      ENTITY_PATTERN,
-      'must be a Mautic API path name such as "contacts" (/^[a-z][a-zA-Z]{1,63}$/)',
+    .check(
+      z.regex(
+        ENTITY_PATTERN,
+        'must be a Mautic API path name such as "contacts" (/^[a-z][a-zA-Z]{1,63}$/)',
+      ),
     ),
   action: z.enum(ACTIONS),
-  data: z.record(z.string(), z.unknown()).optional(),
-  id: z.number().int().positive().optional(),
-  match: z.record(z.string(), z.unknown()).optional(),
-  segmentId: ACTION_FIELD_SCHEMAS.segmentId.optional(),
-  campaignId: ACTION_FIELD_SCHEMAS.campaignId.optional(),
-  companyId: ACTION_FIELD_SCHEMAS.companyId.optional(),
-  channel: ACTION_FIELD_SCHEMAS.channel.optional(),
-  reason: ACTION_FIELD_SCHEMAS.reason.optional(),
-  comments: ACTION_FIELD_SCHEMAS.comments.optional(),
-  points: ACTION_FIELD_SCHEMAS.points.optional(),
+  data: z.optional(z.record(z.string(), z.unknown())),
+  id: z.optional(positiveId()),
+  match: z.optional(z.record(z.string(), z.unknown())),
+  segmentId: z.optional(ACTION_FIELD_SCHEMAS.segmentId),
+  campaignId: z.optional(ACTION_FIELD_SCHEMAS.campaignId),
+  companyId: z.optional(ACTION_FIELD_SCHEMAS.companyId),
+  channel: z.optional(ACTION_FIELD_SCHEMAS.channel),
+  reason: z.optional(ACTION_FIELD_SCHEMAS.reason),
+  comments: z.optional(ACTION_FIELD_SCHEMAS.comments),
+  points: z.optional(ACTION_FIELD_SCHEMAS.points),
 };
 
 type EventShape = {
@@ -82,7 +84,7 @@ type EventShape = {
 } & { [field in (typeof ACTION_FIELDS)[number]]?: unknown };
 
 /** The rules that tie fields together (contract §1's event table, §5). */
-function checkEvent(event: EventShape, ctx: z.RefinementCtx): void {
+function checkEvent(event: EventShape, ctx: z.core.$RefinementCtx): void {
   const issue = (path: string[], message: string) =>
     ctx.addIssue({ code: 'custom', path, message });
   checkActionFields(event, issue);
@@ -164,7 +166,7 @@ function checkReference(event: EventShape, issue: Issue): void {
  * Queued events are read without it: one queued before is keyed and looked up in the form
  * Mautic stores (`canonicalReference`).
  */
-function checkStoredForms(event: EventShape, ctx: z.RefinementCtx): void {
+function checkStoredForms(event: EventShape, ctx: z.core.$RefinementCtx): void {
   const issue = (path: string[], message: string) =>
     ctx.addIssue({ code: 'custom', path, message });
   const cleaned =
@@ -197,20 +199,19 @@ function checkStoredForms(event: EventShape, ctx: z.RefinementCtx): void {
 const NOT_IN_EVENT_ID = /[\p{Cc}\p{Cs}\uFFFE\uFFFF]/u;
 
 /** An event id as the ingest accepts it, the sender's or one it makes (contract §1.4). */
-export const eventIdSchema = z
-  .string()
-  .min(1)
-  .max(128)
-  .refine(
+export const eventIdSchema = z.string().check(
+  z.minLength(1),
+  z.maxLength(128),
+  z.refine(
     (id) => !NOT_IN_EVENT_ID.test(id),
     'must not hold a control character, an unpaired surrogate, U+FFFE or U+FFFF',
-  );
+  ),
+);
 
 /** One event as a sender posts it (contract §1, §5). */
 export const relayEventSchema = z
-  .strictObject({ ...eventFields, eventId: eventIdSchema.optional() })
-  .superRefine(checkEvent)
-  .superRefine(checkStoredForms);
+  .strictObject({ ...eventFields, eventId: z.optional(eventIdSchema) })
+  .check(z.superRefine(checkEvent), z.superRefine(checkStoredForms));
 export type RelayEvent = z.infer<typeof relayEventSchema>;
 
 /**
@@ -222,16 +223,16 @@ export type RelayEvent = z.infer<typeof relayEventSchema>;
 export const queuedEventSchema = z
   .object({
     v: z.literal(1),
-    eventId: z.string().min(1).max(128),
+    eventId: z.string().check(z.minLength(1), z.maxLength(128)),
     receivedAt: z.iso.datetime(),
-    sender: z.string().min(1).max(128),
+    sender: z.string().check(z.minLength(1), z.maxLength(128)),
     ...eventFields,
   })
-  .superRefine(checkEvent);
+  .check(z.superRefine(checkEvent));
 export type QueuedEvent = z.infer<typeof queuedEventSchema>;
 
 /** A short, value-free description of why a value failed a schema: paths and messages only. */
-export function describeIssues(error: z.ZodError): string {
+export function describeIssues(error: z.core.$ZodError): string {
   return error.issues
     .slice(0, 5)
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(event)'}: ${issue.message}`)

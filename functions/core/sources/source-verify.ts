@@ -5,7 +5,6 @@
  */
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import * as z from 'zod';
 import { CredentialError } from '../errors.ts';
 import {
   parseApiKey,
@@ -14,6 +13,7 @@ import {
   verifyApiKey,
   verifyWebhook,
 } from '../ingest/webhook-auth.ts';
+import * as z from '../zod.ts';
 
 const VERIFY_SCHEMES = [
   'standard-webhooks',
@@ -273,8 +273,8 @@ function decodeBase64(value: string | undefined, prefix = ''): Buffer | undefine
 /** A header name as HTTP allows it (RFC 9110 token). */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
 const secretFields = () => ({
-  secret: z.string().optional(),
-  secrets: z.array(z.string()).min(1).max(10).optional(),
+  secret: z.optional(z.string()),
+  secrets: z.optional(z.array(z.string()).check(z.minLength(1), z.maxLength(10))),
 });
 const plainScheme = <S extends Exclude<VerifyScheme, 'hmac'>>(scheme: S) =>
   z.strictObject({ scheme: z.literal(scheme), ...secretFields() });
@@ -294,15 +294,16 @@ export const verifySchema = () =>
       plainScheme('api-key'),
       z.strictObject({
         scheme: z.literal('hmac'),
-        header: z.string().regex(HEADER_NAME, 'must be an HTTP header name'),
+        header: z.string().check(z.regex(HEADER_NAME, 'must be an HTTP header name')),
         encoding: z.enum(['hex', 'base64']),
-        prefix: z
-          .string()
-          .regex(/^[\x21-\x7e]{1,64}$/, 'must be 1 to 64 printable characters')
-          .optional(),
+        prefix: z.optional(
+          z.string().check(z.regex(/^[\x21-\x7e]{1,64}$/, 'must be 1 to 64 printable characters')),
+        ),
         ...secretFields(),
       }),
     ])
-    .refine((verify) => verify.secret === undefined || verify.secrets === undefined, {
-      message: 'give "secret" or "secrets", not both',
-    });
+    .check(
+      z.refine((verify) => verify.secret === undefined || verify.secrets === undefined, {
+        message: 'give "secret" or "secrets", not both',
+      }),
+    );

@@ -6,7 +6,6 @@
  * naming the source and the problem, never a secret.
  */
 import type jsonata from 'jsonata';
-import * as z from 'zod';
 import {
   CredentialError,
   describeError,
@@ -15,6 +14,7 @@ import {
 } from '../errors.ts';
 import { standardWebhookHeaders } from '../ingest/webhook-auth.ts';
 import { lazy } from '../lazy.ts';
+import * as z from '../zod.ts';
 import { compiler } from './source-compiler.ts';
 import {
   checkSourceSecrets,
@@ -358,13 +358,13 @@ function checkSecrets(name: string, verify: VerifySettings, secrets: ReadonlyArr
 
 /** The document's schemas, made at the first document read (lazy.ts says why). */
 const schemas = lazy(() => {
-  const expression = z.string().regex(/\S/, 'must be a JSONata expression, not blank');
+  const expression = z.string().check(z.regex(/\S/, 'must be a JSONata expression, not blank'));
   return {
     source: z.strictObject({
       verify: verifySchema(),
-      filter: expression.optional(),
+      filter: z.optional(expression),
       map: expression,
-      idempotencyKey: expression.optional(),
+      idempotencyKey: z.optional(expression),
     }),
     document: z.strictObject({ sources: z.record(z.string(), z.unknown()) }),
   };
@@ -386,7 +386,7 @@ function parseSource(name: string, value: unknown): SourceDefinition {
 }
 
 /** Zod's issues as `path: message`; zod's messages quote no input value, so no secret. */
-function describeIssues(error: z.ZodError): string {
+function describeIssues(error: z.core.$ZodError): string {
   return error.issues
     .map((issue) => {
       const path = issue.path.map(String).join('.');
