@@ -101,7 +101,7 @@ function toEntries(body: Buffer, requestId: string): Entry[] | undefined {
   const receivedAt = new Date().toISOString();
   const entries: Entry[] = [];
   for (const [index, value] of events.entries()) {
-    const result = relayEventSchema.safeParse(value);
+    const result = relayEventSchema().safeParse(value);
     if (!result.success) return undefined;
     const event = result.data;
     const eventId = event.eventId ?? `${requestId}:${index}`;

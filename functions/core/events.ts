@@ -1,5 +1,6 @@
 import { canonicalReference, lookupProblem } from './contact-reference.ts';
 import { cleaningChanges, isMauticEmail } from './email-address.ts';
+import { lazy } from './lazy.ts';
 import { CONTACT_FIELD_PATTERN, ENTITY_PATTERN } from './mautic-names.ts';
 import * as z from './zod.ts';
 
@@ -35,7 +36,7 @@ export function isContactAction(action: Action): action is ContactAction {
 
 /** Every action field, each with its own type; which action takes which is `CONTACT_ACTIONS`. */
 const positiveId = () => z.int().check(z.positive());
-const ACTION_FIELD_SCHEMAS = {
+const actionFieldSchemas = () => ({
   segmentId: positiveId(),
   campaignId: positiveId(),
   companyId: positiveId(),
@@ -50,29 +51,42 @@ const ACTION_FIELD_SCHEMAS = {
     z.lte(2_147_483_647),
     z.refine((points) => points !== 0, 'must not be 0'),
   ),
-};
-const ACTION_FIELDS = Object.keys(ACTION_FIELD_SCHEMAS) as Array<keyof typeof ACTION_FIELD_SCHEMAS>;
+});
+type ActionField = keyof ReturnType<typeof actionFieldSchemas>;
+const ACTION_FIELDS = Object.keys({
+  segmentId: true,
+  campaignId: true,
+  companyId: true,
+  channel: true,
+  reason: true,
+  comments: true,
+  points: true,
+} satisfies Record<ActionField, true>) as ActionField[];
 
-const eventFields = {
-  entity: z
-    .string()
-    .check(
-      z.regex(
-        ENTITY_PATTERN,
-        'must be a Mautic API path name such as "contacts" (/^[a-z][a-zA-Z]{1,63}$/)',
+/** The fields both forms of an event share; built with the schema that uses them. */
+const eventFields = () => {
+  const action = actionFieldSchemas();
+  return {
+    entity: z
+      .string()
+      .check(
+        z.regex(
+          ENTITY_PATTERN,
+          'must be a Mautic API path name such as "contacts" (/^[a-z][a-zA-Z]{1,63}$/)',
+        ),
       ),
-    ),
-  action: z.enum(ACTIONS),
-  data: z.optional(z.record(z.string(), z.unknown())),
-  id: z.optional(positiveId()),
-  match: z.optional(z.record(z.string(), z.unknown())),
-  segmentId: z.optional(ACTION_FIELD_SCHEMAS.segmentId),
-  campaignId: z.optional(ACTION_FIELD_SCHEMAS.campaignId),
-  companyId: z.optional(ACTION_FIELD_SCHEMAS.companyId),
-  channel: z.optional(ACTION_FIELD_SCHEMAS.channel),
-  reason: z.optional(ACTION_FIELD_SCHEMAS.reason),
-  comments: z.optional(ACTION_FIELD_SCHEMAS.comments),
-  points: z.optional(ACTION_FIELD_SCHEMAS.points),
+    action: z.enum(ACTIONS),
+    data: z.optional(z.record(z.string(), z.unknown())),
+    id: z.optional(positiveId()),
+    match: z.optional(z.record(z.string(), z.unknown())),
+    segmentId: z.optional(action.segmentId),
+    campaignId: z.optional(action.campaignId),
+    companyId: z.optional(action.companyId),
+    channel: z.optional(action.channel),
+    reason: z.optional(action.reason),
+    comments: z.optional(action.comments),
+    points: z.optional(action.points),
+  };
 };
 
 type EventShape = {
@@ -198,21 +212,29 @@ function checkStoredForms(event: EventShape, ctx: z.core.$RefinementCtx): void {
  */
 const NOT_IN_EVENT_ID = /[\p{Cc}\p{Cs}\uFFFE\uFFFF]/u;
 
-/** An event id as the ingest accepts it, the sender's or one it makes (contract §1.4). */
-export const eventIdSchema = z.string().check(
-  z.minLength(1),
-  z.maxLength(128),
-  z.refine(
-    (id) => !NOT_IN_EVENT_ID.test(id),
-    'must not hold a control character, an unpaired surrogate, U+FFFE or U+FFFF',
+/**
+ * An event id as the ingest accepts it, the sender's or one it makes (contract §1.4). This
+ * schema and the two below are built at their first use (lazy.ts): a function builds only the
+ * ones it uses, and none at INIT.
+ */
+export const eventIdSchema = lazy(() =>
+  z.string().check(
+    z.minLength(1),
+    z.maxLength(128),
+    z.refine(
+      (id) => !NOT_IN_EVENT_ID.test(id),
+      'must not hold a control character, an unpaired surrogate, U+FFFE or U+FFFF',
+    ),
   ),
 );
 
 /** One event as a sender posts it (contract §1, §5). */
-export const relayEventSchema = z
-  .strictObject({ ...eventFields, eventId: z.optional(eventIdSchema) })
-  .check(z.superRefine(checkEvent), z.superRefine(checkStoredForms));
-export type RelayEvent = z.infer<typeof relayEventSchema>;
+export const relayEventSchema = lazy(() =>
+  z
+    .strictObject({ ...eventFields(), eventId: z.optional(eventIdSchema()) })
+    .check(z.superRefine(checkEvent), z.superRefine(checkStoredForms)),
+);
+export type RelayEvent = z.infer<ReturnType<typeof relayEventSchema>>;
 
 /**
  * One queued event: the body of one SQS message, written by ingest and read by the batch
@@ -220,16 +242,18 @@ export type RelayEvent = z.infer<typeof relayEventSchema>;
  * held to `eventIdSchema`: the batch function still reads what an ingest before that rule
  * queued (the ingest checks its own, `envelope` in ingest-steps.ts).
  */
-export const queuedEventSchema = z
-  .object({
-    v: z.literal(1),
-    eventId: z.string().check(z.minLength(1), z.maxLength(128)),
-    receivedAt: z.iso.datetime(),
-    sender: z.string().check(z.minLength(1), z.maxLength(128)),
-    ...eventFields,
-  })
-  .check(z.superRefine(checkEvent));
-export type QueuedEvent = z.infer<typeof queuedEventSchema>;
+export const queuedEventSchema = lazy(() =>
+  z
+    .object({
+      v: z.literal(1),
+      eventId: z.string().check(z.minLength(1), z.maxLength(128)),
+      receivedAt: z.iso.datetime(),
+      sender: z.string().check(z.minLength(1), z.maxLength(128)),
+      ...eventFields(),
+    })
+    .check(z.superRefine(checkEvent)),
+);
+export type QueuedEvent = z.infer<ReturnType<typeof queuedEventSchema>>;
 
 /** A short, value-free description of why a value failed a schema: paths and messages only. */
 export function describeIssues(error: z.core.$ZodError): string {

@@ -23,7 +23,7 @@ describe('relayEventSchema', () => {
     [{ entity: 'segments', action: 'create', data: { name: 'VIP' }, eventId: '😀'.repeat(64) }],
     [{ entity: 'tags', action: 'create', data: { tag: 'a' }, eventId: 'order #1042 / café ✓' }],
   ])('accepts %j', (event) => {
-    expect(relayEventSchema.safeParse(event).success).toBe(true);
+    expect(relayEventSchema().safeParse(event).success).toBe(true);
   });
 
   it.each([
@@ -53,7 +53,7 @@ describe('relayEventSchema', () => {
       'eventId',
     ],
   ])('rejects %j at %s', (event, path) => {
-    const result = relayEventSchema.safeParse(event);
+    const result = relayEventSchema().safeParse(event);
 
     expect(result.success).toBe(false);
     expect(result.error?.issues.map((issue) => issue.path.join('.'))).toContain(path);
@@ -63,10 +63,11 @@ describe('relayEventSchema', () => {
 describe('queuedEventSchema', () => {
   it('accepts the version 1 envelope and refuses another version', () => {
     expect(
-      queuedEventSchema.safeParse(queued({ entity: 'contacts', action: 'delete', id: 3 })).success,
+      queuedEventSchema().safeParse(queued({ entity: 'contacts', action: 'delete', id: 3 }))
+        .success,
     ).toBe(true);
     expect(
-      queuedEventSchema.safeParse({
+      queuedEventSchema().safeParse({
         ...queued({ entity: 'contacts', action: 'delete', id: 3 }),
         v: 2,
       }).success,
@@ -76,11 +77,11 @@ describe('queuedEventSchema', () => {
   it('reads an event id the ingest would refuse now: one queued before the rule is delivered', () => {
     const old = queued({ entity: 'contacts', action: 'delete', id: 3, eventId: 'a\u0001\ud800' });
 
-    expect(queuedEventSchema.safeParse(old).success).toBe(true);
+    expect(queuedEventSchema().safeParse(old).success).toBe(true);
   });
 
   it('applies the same field rules as the ingest schema', () => {
-    const result = queuedEventSchema.safeParse(
+    const result = queuedEventSchema().safeParse(
       queued({ entity: 'contacts', action: 'create', data: { email: 'x' } }),
     );
 
@@ -89,7 +90,7 @@ describe('queuedEventSchema', () => {
 
   it('lets an edit carry a blank email, which Mautic skips (or clears under overwriteWithBlank); a create may not', () => {
     const event = (action: 'create' | 'edit', email: unknown) =>
-      queuedEventSchema.safeParse(
+      queuedEventSchema().safeParse(
         queued({
           entity: 'contacts',
           action,
@@ -107,7 +108,7 @@ describe('queuedEventSchema', () => {
   });
 
   it('describes issues by path and message without echoing values', () => {
-    const result = queuedEventSchema.safeParse(
+    const result = queuedEventSchema().safeParse(
       queued({ entity: 'contacts', action: 'create', data: { email: 'secret-looking-value' } }),
     );
 

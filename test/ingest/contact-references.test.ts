@@ -349,7 +349,7 @@ describe('accepted events', () => {
       })),
     );
     // What the batch function reads back is what was sent.
-    for (const body of bodies) expect(queuedEventSchema.parse(body)).toEqual(body);
+    for (const body of bodies) expect(queuedEventSchema().parse(body)).toEqual(body);
   });
 
   it('puts a contact created and then named by match.email in one message group, in any case', async () => {

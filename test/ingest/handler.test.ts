@@ -66,7 +66,7 @@ describe('ingest over fauxqs', () => {
     });
     const messages = await receiveUntil(localSqs.sqs, queueUrl, 3, { timeoutMs: 3_000 });
     const queued = messages
-      .map((m) => queuedEventSchema.parse(JSON.parse(m.Body ?? '')))
+      .map((m) => queuedEventSchema().parse(JSON.parse(m.Body ?? '')))
       .sort((a, b) => a.eventId.localeCompare(b.eventId));
     expect(queued).toEqual([
       {

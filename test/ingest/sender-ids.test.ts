@@ -90,7 +90,7 @@ async function deliver(messages: OutgoingMessage[], ledger: InMemoryActionLedger
   const observed = recorder();
   const incoming = messages.map((message, i) => ({
     messageId: `m${i}-${message.deduplicationId}`,
-    event: queuedEventSchema.parse(JSON.parse(message.body)),
+    event: queuedEventSchema().parse(JSON.parse(message.body)),
   }));
   const token = sim.issueToken().accessToken;
   await deliverChunks(planBatches(incoming, 200), Date.now() + 60_000, {

@@ -562,7 +562,7 @@ describe('the guarantees of §1', () => {
     expect(queue.messages.length).toBeGreaterThan(0);
     expect(deadLetters.letters.length).toBeGreaterThan(0);
     for (const message of queue.messages) {
-      expect(queuedEventSchema.safeParse(JSON.parse(message.body)).success).toBe(true);
+      expect(queuedEventSchema().safeParse(JSON.parse(message.body)).success).toBe(true);
     }
     expect(deadLetters.letters.every((letter) => letter.reason === 'mapping_failed')).toBe(true);
   });

@@ -63,7 +63,7 @@ function parseBody(body: string): { event: QueuedEvent } | { problem: string } {
   } catch {
     return { problem: 'The message body is not JSON' };
   }
-  const result = queuedEventSchema.safeParse(value);
+  const result = queuedEventSchema().safeParse(value);
   return result.success ? { event: result.data } : { problem: describeIssues(result.error) };
 }
 

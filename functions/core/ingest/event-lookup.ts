@@ -55,7 +55,7 @@ export async function lookUpEvents(
         'This relay keeps no outcomes of events (OUTCOME_RETENTION_SECONDS is 0).',
       );
     }
-    const ids = asked.filter((id) => eventIdSchema.safeParse(id).success);
+    const ids = asked.filter((id) => eventIdSchema().safeParse(id).success);
     const keys = ids.map((eventId) => ({ eventId, sender: sender.name }));
     const found = new Map(
       currentOutcomes(keys.length === 0 ? [] : await read(deps.outcomes, keys, request, deps)).map(

@@ -231,7 +231,7 @@ function checkEvent(
   }
   const matchProblem = checkMatchField(item, limits.contactMatchFields);
   if (matchProblem) problems.push(matchProblem);
-  const result = relayEventSchema.safeParse(item);
+  const result = relayEventSchema().safeParse(item);
   for (const issue of result.error?.issues ?? []) {
     // One detail per unknown key, at its own pointer: "" is kept for the request as a whole.
     if (issue.code === 'unrecognized_keys') {
@@ -293,11 +293,11 @@ export function envelope(
     };
   });
   const unreadable = queued.flatMap((queuedEvent, index) => {
-    const check = queuedEventSchema.safeParse(queuedEvent);
+    const check = queuedEventSchema().safeParse(queuedEvent);
     // The batch function's schema takes any id of 1 to 128 characters; what the ingest queues
     // is held to the rule of §1.4 as well, whoever made the id.
     const issues = check.success
-      ? (eventIdSchema.safeParse(queuedEvent.eventId).error?.issues ?? []).map((issue) => ({
+      ? (eventIdSchema().safeParse(queuedEvent.eventId).error?.issues ?? []).map((issue) => ({
           path: ['eventId'],
           message: issue.message,
         }))

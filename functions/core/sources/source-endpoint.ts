@@ -295,7 +295,7 @@ function idBaseOf(name: string, key: string, maxEvents: number): string {
   const plain = `${name}:${key}`;
   const indexLength = String(Math.max(0, maxEvents - 1)).length;
   const fits = plain.length + 1 + indexLength <= MAX_EVENT_ID_LENGTH;
-  if (fits && eventIdSchema.safeParse(plain).success) return plain;
+  if (fits && eventIdSchema().safeParse(plain).success) return plain;
   return `${name}:sha256:${createHash('sha256').update(key).digest('base64url')}`;
 }
 
