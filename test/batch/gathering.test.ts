@@ -316,6 +316,37 @@ describe('the batch function gathering its batch', () => {
     }
   }, 90_000);
 
+  it('is never more than one batch behind: the third call waits for the first batch to be settled', async () => {
+    const quick = new MauticItemTime();
+    quick.observe(200, 200);
+    // The first batch's outcomes are held for up to 1.5 s, watching for a third Mautic call. The
+    // second batch may be delivered meanwhile; the third may not, until the first is settled:
+    // else a slow store would let settlements, and the messages they hold, pile up.
+    let relay: Awaited<ReturnType<typeof startRelay>> | undefined;
+    let callsWhileFirstHeld: number | undefined;
+    let first = true;
+    const outcomes: OutcomeStore = {
+      async write() {
+        if (first) {
+          first = false;
+          await until(async () => (relay?.calls().length ?? 0) >= 3, 1_500).catch(() => {});
+          callsWhileFirstHeld = relay?.calls().length;
+        }
+        return 0;
+      },
+      read: async () => [],
+    };
+    relay = await startRelay({ itemTime: quick, outcomes });
+    await relay.send(600);
+
+    relay.source.start();
+    await relay.drained(600);
+
+    expect(relay.calls()).toEqual([200, 200, 200]);
+    expect(relay.reports).toHaveLength(1);
+    expect(callsWhileFirstHeld).toBe(2);
+  }, 90_000);
+
   it('settles the batch it delivered meanwhile when settling the one before fails, then fails', async () => {
     const quick = new MauticItemTime();
     quick.observe(200, 200);
