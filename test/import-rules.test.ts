@@ -16,6 +16,7 @@ const BIOME = join(ROOT, 'node_modules', '.bin', 'biome');
 const PURE = 'functions/core is pure';
 const KERNEL = "imports none of core's subjects";
 const OTHER_SUBJECT = 'no other subject of core';
+const ZOD = 'take zod from functions/core/zod.ts';
 const SUBJECTS = ['ingest', 'sources', 'delivery', 'tokens', 'mautic'] as const;
 type Subject = (typeof SUBJECTS)[number];
 /** A file of each subject to name in an import; the rules look at the folder only. */
@@ -55,13 +56,15 @@ function subjectFixture(subject: Subject): Fixture {
           ],
         ),
       ['@aws-sdk/client-sqs', PURE],
+      ['zod', ZOD],
+      ['zod/mini', ZOD],
     ],
     allowed: [
       '../errors.ts',
       '../ports.ts',
+      '../zod.ts',
       `./${A_FILE[subject].split('/')[1]}`,
       ...permitted.map((other) => `../${A_FILE[other]}`),
-      'zod',
     ],
     pure: true,
   };
@@ -74,9 +77,26 @@ const FIXTURES: Fixture[] = [
       ...SUBJECTS.map((subject): [string, string] => [`./${A_FILE[subject]}`, KERNEL]),
       ['../core/delivery/outcomes.ts', KERNEL],
       ['node:process', PURE],
+      ['zod', ZOD],
+      ['zod/v4/core', ZOD],
     ],
-    allowed: ['./errors.ts', './events.ts', 'node:crypto'],
+    allowed: ['./errors.ts', './events.ts', './zod.ts', 'node:crypto'],
     pure: true,
+  },
+  {
+    // The one module of the functions that imports zod itself.
+    file: 'functions/core/zod.ts',
+    refused: [['./ingest/ingest.ts', KERNEL]],
+    allowed: ['zod/mini', 'zod/locales'],
+    pure: true,
+  },
+  {
+    file: 'functions/ingest/fixture.ts',
+    refused: [
+      ['zod', ZOD],
+      ['zod/mini', ZOD],
+    ],
+    allowed: ['../core/zod.ts', '../core/ingest/ingest.ts'],
   },
   ...SUBJECTS.map(subjectFixture),
   {
@@ -85,9 +105,11 @@ const FIXTURES: Fixture[] = [
       ['../core/ingest/ingest.ts', 'never a use case'],
       ['../core/sources/source-endpoint.ts', 'never a use case'],
       ['../core/delivery/outcomes.ts', 'never a use case'],
+      ['zod', ZOD],
     ],
     allowed: [
       '../core/ports.ts',
+      '../core/zod.ts',
       '../core/errors.ts',
       '../core/token-secret.ts',
       '../core/ingest/webhook-auth.ts',
