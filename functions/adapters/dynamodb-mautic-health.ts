@@ -17,15 +17,24 @@ import { DEDUP_TABLE_KEY } from '../shared/config.ts';
 export class DynamoDbHealthStore implements HealthStore {
   readonly #client: DynamoDBClient;
   readonly #tableName: string;
+  readonly #callTimeoutMs: number;
 
-  constructor(client: DynamoDBClient, tableName: string) {
+  /**
+   * `callTimeoutMs`: a call that has not answered by then fails, as a store that failed (the
+   * health is best effort: `MauticHealth` goes on alone). The SDK's client has no timeout of its
+   * own, and a batch's health flush comes before its deletes: a call that hung would hold the
+   * invocation, and with it the deletes of what Mautic took, until Lambda ended it.
+   */
+  constructor(client: DynamoDBClient, tableName: string, callTimeoutMs = HEALTH_CALL_TIMEOUT_MS) {
     this.#client = client;
     this.#tableName = tableName;
+    this.#callTimeoutMs = callTimeoutMs;
   }
 
   async read(): Promise<{ state: HealthState; version: number } | undefined> {
     const { Item } = await this.#client.send(
       new GetItemCommand({ TableName: this.#tableName, Key: key(), ConsistentRead: true }),
+      { abortSignal: AbortSignal.timeout(this.#callTimeoutMs) },
     );
     if (Item === undefined) return undefined;
     const version = Number(Item.version?.N ?? 0);
@@ -55,7 +64,9 @@ export class DynamoDbHealthStore implements HealthStore {
           }),
     };
     try {
-      await this.#client.send(new PutItemCommand(input));
+      await this.#client.send(new PutItemCommand(input), {
+        abortSignal: AbortSignal.timeout(this.#callTimeoutMs),
+      });
       return true;
     } catch (error) {
       if (error instanceof Error && error.name === 'ConditionalCheckFailedException') return false;
@@ -63,6 +74,9 @@ export class DynamoDbHealthStore implements HealthStore {
     }
   }
 }
+
+/** How long a call to the health's item may take (a read or write answers in milliseconds). */
+const HEALTH_CALL_TIMEOUT_MS = 2_000;
 
 const AFRESH: HealthState = { circuit: 'closed', since: 0, failures: [], slots: {} };
 

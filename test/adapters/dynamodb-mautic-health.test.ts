@@ -4,8 +4,9 @@
  * writes (a writer that read an older version loses), and what an unreadable item becomes.
  */
 import { randomUUID } from 'node:crypto';
-import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type Socket } from 'node:net';
+import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DynamoDbHealthStore } from '../../functions/adapters/dynamodb-mautic-health.ts';
 import { closedHealth } from '../../functions/core/delivery/circuit.ts';
 import { HEALTH_ITEM_KEY } from '../../functions/core/health-state.ts';
@@ -94,4 +95,30 @@ describe('DynamoDbHealthStore', () => {
     expect(read).toMatchObject({ state: { circuit: 'closed', failures: [] }, version: 7 });
     expect(await store.write(open, 7)).toBe(true);
   });
+
+  it('fails a read and a write that get no answer, rather than wait for one', async () => {
+    // A DynamoDB that takes each connection and never answers.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    onTestFinished(async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    });
+    const address = silent.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    const client = new DynamoDBClient({
+      endpoint: `http://127.0.0.1:${address.port}`,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'example' },
+      maxAttempts: 1,
+    });
+    onTestFinished(() => client.destroy());
+    // Compressed: 2 s as shipped.
+    const store = new DynamoDbHealthStore(client, 'health', 200);
+
+    await expect(store.read()).rejects.toThrow(/abort/i);
+    await expect(store.write(open, 1)).rejects.toThrow(/abort/i);
+    expect(sockets.size).toBeGreaterThan(0);
+  }, 10_000);
 });

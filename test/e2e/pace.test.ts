@@ -33,13 +33,27 @@ async function postCreates(
     requests.push(JSON.stringify(events.slice(i, i + perRequest)));
   }
   const statuses: number[] = [];
+  /** When each request was answered. */
+  const answeredAt: number[] = [];
   const sender = async () => {
     for (let body = requests.shift(); body !== undefined; body = requests.shift()) {
       statuses.push((await post(url, body)).status);
+      answeredAt.push(Date.now());
     }
   };
   await Promise.all(Array.from({ length: atOnce }, sender));
-  return statuses;
+  return { statuses, answeredAt };
+}
+
+/**
+ * The pauses in a burst's answers longer than the batch function's long poll (1 s, gather.ts):
+ * while the ingest answered nothing, a whole long poll of the batch function's could find the
+ * queue empty and rightly stop waiting, sending what it had. On a machine busy with other tests
+ * the ingest sometimes stalls so; each such pause may cost one call more.
+ */
+function pauses(startedAt: number, answeredAt: number[]): number {
+  const times = [startedAt, ...answeredAt].sort((a, b) => a - b);
+  return times.slice(1).filter((time, i) => time - (times[i] as number) > 1_000).length;
 }
 
 /** The contact create calls Mautic answered, and every one it was sent. */
@@ -55,7 +69,11 @@ describe('npm start at its shipped settings', () => {
       SHIPPED,
     );
 
-    const statuses = await postCreates(url, 2000, { perRequest: 50, atOnce: 8, prefix: 'slow' });
+    const { statuses } = await postCreates(url, 2000, {
+      perRequest: 50,
+      atOnce: 8,
+      prefix: 'slow',
+    });
     expect(statuses.filter((status) => status !== 202)).toEqual([]);
     await until(
       () => sim.records('contacts').length === 2000,
@@ -88,7 +106,12 @@ describe('npm start at its shipped settings', () => {
     expect((await post(url, JSON.stringify(contacts(1, 'warm')))).status).toBe(202);
     await until(() => createCalls(sim).length === 1, 30_000, 'the first event delivered');
 
-    const statuses = await postCreates(url, 2000, { perRequest: 50, atOnce: 8, prefix: 'burst' });
+    const startedAt = Date.now();
+    const { statuses, answeredAt } = await postCreates(url, 2000, {
+      perRequest: 50,
+      atOnce: 8,
+      prefix: 'burst',
+    });
     expect(statuses.filter((status) => status !== 202)).toEqual([]);
     await until(
       () => sim.records('contacts').length === 2001,
@@ -98,10 +121,11 @@ describe('npm start at its shipped settings', () => {
     await until(() => drained(dir), 30_000, 'the queue drained');
 
     const calls = createCalls(sim).slice(1);
+    const stalls = pauses(startedAt, answeredAt);
     expect(
       calls.length,
-      `calls of ${calls.map((call) => call.items).join(', ')}`,
-    ).toBeLessThanOrEqual(11);
+      `calls of ${calls.map((call) => call.items).join(', ')}, ${stalls} pauses of the ingest`,
+    ).toBeLessThanOrEqual(11 + stalls);
     expect(calls.reduce((sum, call) => sum + (call.items ?? 0), 0)).toBe(2000);
   }, 120_000);
 });
