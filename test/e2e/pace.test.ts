@@ -46,14 +46,23 @@ async function postCreates(
 }
 
 /**
- * The pauses in a burst's answers longer than the batch function's long poll (1 s, gather.ts):
- * while the ingest answered nothing, a whole long poll of the batch function's could find the
- * queue empty and rightly stop waiting, sending what it had. On a machine busy with other tests
- * the ingest sometimes stalls so; each such pause may cost one call more.
+ * The calls a pause of the ingest explains: while it answered nothing for over a second, a whole
+ * long poll of the batch function's (1 s, gather.ts) could find the queue empty and rightly send
+ * what it had. On a machine busy with other tests the ingest sometimes stalls so. A call counts
+ * when it is short (under 200), not the burst's last, and reached Mautic during such a pause or
+ * within a long poll and its margin after it.
  */
-function pauses(startedAt: number, answeredAt: number[]): number {
-  const times = [startedAt, ...answeredAt].sort((a, b) => a - b);
-  return times.slice(1).filter((time, i) => time - (times[i] as number) > 1_000).length;
+function explainedByPauses(answeredAt: number[], calls: Array<{ at: number; items?: number }>) {
+  const times = [...answeredAt].sort((a, b) => a - b);
+  const pauses = times
+    .slice(1)
+    .map((end, i) => ({ start: times[i] as number, end }))
+    .filter(({ start, end }) => end - start > 1_000);
+  return calls
+    .slice(0, -1)
+    .filter((call) => (call.items ?? 0) < 200)
+    .filter((call) => pauses.some(({ start, end }) => call.at > start && call.at <= end + 2_000))
+    .length;
 }
 
 /** The contact create calls Mautic answered, and every one it was sent. */
@@ -106,7 +115,6 @@ describe('npm start at its shipped settings', () => {
     expect((await post(url, JSON.stringify(contacts(1, 'warm')))).status).toBe(202);
     await until(() => createCalls(sim).length === 1, 30_000, 'the first event delivered');
 
-    const startedAt = Date.now();
     const { statuses, answeredAt } = await postCreates(url, 2000, {
       perRequest: 50,
       atOnce: 8,
@@ -121,11 +129,11 @@ describe('npm start at its shipped settings', () => {
     await until(() => drained(dir), 30_000, 'the queue drained');
 
     const calls = createCalls(sim).slice(1);
-    const stalls = pauses(startedAt, answeredAt);
+    const explained = explainedByPauses(answeredAt, calls);
     expect(
       calls.length,
-      `calls of ${calls.map((call) => call.items).join(', ')}, ${stalls} pauses of the ingest`,
-    ).toBeLessThanOrEqual(11 + stalls);
+      `calls of ${calls.map((call) => call.items).join(', ')}, ${explained} after pauses of the ingest`,
+    ).toBeLessThanOrEqual(11 + explained);
     expect(calls.reduce((sum, call) => sum + (call.items ?? 0), 0)).toBe(2000);
   }, 120_000);
 });
